@@ -1,0 +1,160 @@
+"""RunConfig: one YAML file describes a run; components are named by their registered names.
+
+Loading is strict: unknown keys are errors, every component's ``options`` are validated against
+that component's own ``Options`` model, and every error names the file, the field path and what
+is allowed, so a typo never turns into a silently ignored setting.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from .errors import ConfigError, PluginError
+from .rollout import RolloutSettings
+from .validation import ValidationOptions
+
+__all__ = ["RunConfig", "Component", "load_config", "validate_components", "config_schema"]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Component(_Strict):
+    """A registered component and its options (validated against the component's Options)."""
+
+    name: str = Field(description="Registered name; `coevolve plugins` lists them.")
+    options: dict[str, Any] = Field(default_factory=dict, description="Keyword options of the component.")
+
+
+class TrainingConfig(_Strict):
+    steps: int = Field(120, ge=1, description="Training steps T (paper: 120).")
+    tasks_per_step: int = Field(32, ge=1, description="Tasks sampled from the pool per step (paper: 32).")
+    checkpoint_every: int = Field(10, ge=1, description="Write a checkpoint every this many steps (and at the end).")
+    keep_checkpoints: int = Field(2, ge=1, description="Checkpoints kept on disk; older ones are deleted.")
+    warm_start: bool = Field(True, description="Run the algorithm's supervised warm start on the seed pool first.")
+
+
+class EvolutionConfig(_Strict):
+    enabled: bool = Field(True, description="False trains on the static seed pool (the paper's GRPO baseline).")
+    every: int = Field(10, ge=1, description="Evolve every F steps (paper: 10).")
+    mode: Literal["sync", "async"] = Field("sync", description="async runs the teacher in the background and admits its tasks at the next step boundary.")
+    max_signals_per_kind: int | None = Field(16, ge=1, description="Signals handed to the teacher per kind per round, after one-per-task dedup.")
+    workers: int = Field(2, ge=1, description="Signals processed concurrently (each gets its own environment).")
+
+
+class PoolConfig(_Strict):
+    seed_tasks: int = Field(100, ge=0, description="Size of the initial pool D_0 (paper: 100).")
+    seed_source: Literal["explore", "env"] = Field(
+        "explore", description="explore: unguided exploration by the teacher from the environment's train tasks (paper); env: take the environment's train tasks as they are."
+    )
+    sampler: Component = Field(default_factory=lambda: Component(name="uniform"))
+
+
+class EvalConfig(_Strict):
+    split: str = Field("test", description="Held-out split evaluated greedily.")
+    max_tasks: int | None = Field(None, ge=1, description="Evaluate on at most this many tasks of the split.")
+    before: bool = True
+    after: bool = True
+
+
+class RunConfig(_Strict):
+    """A whole run. ``coevolve config schema`` prints the JSON schema of this model."""
+
+    run_dir: str = Field(description="Folder of the run: store, checkpoints, report. Relative paths are taken from the working directory.")
+    seed: int = 0
+    plugins: list[str] = Field(default_factory=list, description="Extra importable modules to register as plugins.")
+    environment: Component
+    policy: Component
+    algorithm: Component
+    detectors: list[Component] = Field(default_factory=list)
+    teacher: Component = Field(default_factory=lambda: Component(name="random-explorer"))
+    rollout: RolloutSettings = Field(default_factory=RolloutSettings)
+    training: TrainingConfig = Field(default_factory=TrainingConfig)
+    evolution: EvolutionConfig = Field(default_factory=EvolutionConfig)
+    pool: PoolConfig = Field(default_factory=PoolConfig)
+    validation: ValidationOptions = Field(default_factory=ValidationOptions)
+    eval: EvalConfig = Field(default_factory=EvalConfig)
+
+
+def _allowed(err: dict[str, Any]) -> str:
+    ctx = err.get("ctx") or {}
+    if "expected" in ctx:
+        return f" (allowed: {ctx['expected']})"
+    if err.get("type") == "extra_forbidden":
+        return " (this field does not exist; check its spelling or see `coevolve config schema`)"
+    return ""
+
+
+def format_validation_error(source: str, e: ValidationError, prefix: str = "") -> str:
+    lines = [f"{source}: the configuration is not valid:"]
+    for err in e.errors():
+        path = ".".join(str(p) for p in (prefix.split(".") if prefix else []) + list(err["loc"]))
+        got = err.get("input")
+        shown = "" if err.get("type") in ("missing",) else f"; got {json.dumps(got, default=str)[:80]}"
+        lines.append(f"  - {path}: {err['msg']}{_allowed(err)}{shown}")
+    return "\n".join(lines)
+
+
+def load_config(path: str | Path, overrides: dict[str, Any] | None = None) -> RunConfig:
+    """Read and validate a YAML run config. Raises ConfigError with a readable message."""
+    p = Path(path)
+    if not p.exists():
+        raise ConfigError(f"{p}: no such config file. Pass the path of a YAML file, e.g. examples/bfcl-tiny.yaml.")
+    try:
+        raw = yaml.safe_load(p.read_text())
+    except yaml.YAMLError as e:
+        where = ""
+        mark = getattr(e, "problem_mark", None)
+        if mark is not None:
+            where = f" at line {mark.line + 1}, column {mark.column + 1}"
+        problem = getattr(e, "problem", None) or str(e)
+        raise ConfigError(f"{p}: not valid YAML{where}: {problem}. Fix the syntax (indentation, colons, quotes) and run again.") from None
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{p}: the top level must be a mapping of settings (run_dir, environment, policy, ...), got {type(raw).__name__}.")
+    for dotted, value in (overrides or {}).items():
+        cur = raw
+        parts = dotted.split(".")
+        for part in parts[:-1]:
+            cur = cur.setdefault(part, {})
+        cur[parts[-1]] = value
+    try:
+        return RunConfig.model_validate(raw)
+    except ValidationError as e:
+        raise ConfigError(format_validation_error(str(p), e)) from None
+
+
+def validate_components(cfg: RunConfig, registry: Any, source: str = "config") -> dict[str, Any]:
+    """Resolve every named component and validate its options; returns the parsed options
+    keyed by the config path (``policy``, ``detectors.0`` ...)."""
+    slots: list[tuple[str, str, Component]] = [
+        ("environment", "environment", cfg.environment),
+        ("policy", "policy", cfg.policy),
+        ("algorithm", "algorithm", cfg.algorithm),
+        ("teacher", "teacher", cfg.teacher),
+        ("pool.sampler", "sampler", cfg.pool.sampler),
+    ] + [(f"detectors.{i}", "detector", d) for i, d in enumerate(cfg.detectors)]
+    parsed: dict[str, Any] = {}
+    for path, kind, comp in slots:
+        try:
+            cls = registry.get(kind, comp.name)
+        except PluginError as e:
+            raise ConfigError(f"{source}: {path}.name: {e}") from None
+        options_model = getattr(cls, "Options", None)
+        if options_model is None:
+            parsed[path] = comp.options
+            continue
+        try:
+            parsed[path] = options_model.model_validate(comp.options)
+        except ValidationError as e:
+            raise ConfigError(format_validation_error(source, e, prefix=f"{path}.options")) from None
+    return parsed
+
+
+def config_schema() -> dict[str, Any]:
+    return RunConfig.model_json_schema()

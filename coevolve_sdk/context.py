@@ -1,0 +1,31 @@
+"""RunContext: what a component may use while it is built and while it runs.
+
+Components are constructed as ``Component(options, context)``. The context is the one door to
+the rest of the run, so a plugin never has to import the loop or reach for globals.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable
+
+if TYPE_CHECKING:
+    from .environment import AgentEnv
+    from .policy import Policy
+
+
+@dataclass
+class RunContext:
+    run_dir: Path
+    seed: int = 0
+    env_name: str = ""
+    make_env: Callable[[], "AgentEnv"] | None = None
+    policy: "Policy | None" = None
+    log: Callable[[str], None] = print
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def new_env(self) -> "AgentEnv":
+        if self.make_env is None:
+            raise RuntimeError("this run context has no environment factory")
+        return self.make_env()

@@ -1,0 +1,219 @@
+"""AgentEnv: a gymnasium environment for multi-turn, text-in/text-out tool use.
+
+The gymnasium surface (``reset``/``step`` over strings) is what any RL library can drive. On top
+of it CoEvolve needs a few things gymnasium has no words for: the task pool (``tasks``), the
+tools the agent sees (``tools``), a grade for a finished episode (``score``), the action
+pattern used by the rare-signal detector, random valid actions for exploration
+(``sample_action``), replay of a known action sequence for validation (``replay``) and the
+instantiation of a synthetic task on a base state (``make_task``).
+
+An implementer writes ``tasks``, ``tools``, ``begin``, ``act``, ``score`` and
+``sample_action``; the base class turns them into the gymnasium API and guarantees:
+
+* ``step`` never raises for bad agent output: ``act`` reports it as an error message and the
+  episode goes on (``AgentEnv.step`` also catches what ``act`` lets escape, as a last line);
+* the episode ends after ``options.max_steps`` agent actions (``truncated=True``);
+* the reward is 0 until the episode ends, then the environment's ``score()`` in [0, 1].
+"""
+
+from __future__ import annotations
+
+import traceback
+from abc import ABC, abstractmethod
+from typing import Any, ClassVar
+
+import gymnasium as gym
+from pydantic import BaseModel, ConfigDict, Field
+
+from .spaces import AnyText
+from .types import CandidateTask, Step, Task, ToolSpec, Trajectory
+
+__all__ = ["AgentEnv", "EnvOptions", "Outcome", "ReplayResult"]
+
+
+class EnvOptions(BaseModel):
+    """Options every environment accepts; subclass it to add your own."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    max_steps: int = Field(30, ge=1, description="Agent actions per episode before truncation (paper: 30).")
+
+
+class Outcome(BaseModel):
+    """What ``act`` returns: the messages the agent sees next, and whether the episode is over."""
+
+    messages: list[dict[str, Any]]
+    done: bool = False
+    tool_names: list[str] = Field(default_factory=list)
+    error: str | None = None
+    info: dict[str, Any] = Field(default_factory=dict)
+
+
+class ReplayResult(BaseModel):
+    score: float
+    success: bool
+    steps: list[Step]
+    errors: list[str] = Field(default_factory=list)
+
+
+class AgentEnv(gym.Env[str, str], ABC):
+    """Base class of every CoEvolve environment.
+
+    Class attributes: ``name`` (the registered name, used in configs), ``version`` (the
+    gymnasium id is ``coevolve/<name>-v<version>``) and ``Options`` (a pydantic model of the
+    keyword options the environment takes).
+    """
+
+    name: ClassVar[str] = ""
+    version: ClassVar[int] = 0
+    Options: ClassVar[type[EnvOptions]] = EnvOptions
+    metadata: ClassVar[dict[str, Any]] = {"render_modes": ["ansi"]}
+    success_threshold: ClassVar[float] = 0.5
+
+    def __init__(self, options: EnvOptions | dict[str, Any] | None = None, render_mode: str | None = None, **kwargs: Any):
+        if isinstance(options, EnvOptions):
+            self.options = options.model_copy(update=kwargs) if kwargs else options
+        else:
+            self.options = self.Options.model_validate({**(options or {}), **kwargs})
+        self.render_mode = render_mode
+        self.observation_space = AnyText()
+        self.action_space = AnyText()
+        self.task: Task | None = None
+        self.messages: list[dict[str, Any]] = []
+        self.steps: list[Step] = []
+        self.done = False
+
+    # ------------------------------------------------------------------ implementer's part
+    @abstractmethod
+    def tasks(self, split: str = "train") -> list[Task]:
+        """The environment's own tasks for a split (seed or benchmark tasks)."""
+
+    @abstractmethod
+    def tools(self) -> list[ToolSpec]:
+        """The tools the agent can call right now (may change within an episode)."""
+
+    @abstractmethod
+    def begin(self, task: Task) -> list[dict[str, Any]]:
+        """Set up a fresh state for ``task`` and return the opening messages (system, user)."""
+
+    @abstractmethod
+    def act(self, action: str) -> Outcome:
+        """Carry out one agent message. Report bad output through ``Outcome.error``."""
+
+    @abstractmethod
+    def score(self) -> float:
+        """The grade in [0, 1] of the episode so far (called when it ends)."""
+
+    @abstractmethod
+    def sample_action(self) -> str:
+        """A valid action drawn with ``self.np_random`` from the live state (random exploration)."""
+
+    def describe(self, task: Task | None, steps: list[Step]) -> str:
+        """Turn an executed action sequence into a plain-language request (offline templater).
+
+        The random explorer uses it to abstract tasks without an LLM. The default lists the
+        calls; environments should override it with something a user would actually say.
+        """
+        return "Perform these operations in order: " + "; ".join(s.action for s in steps)
+
+    def make_task(self, candidate: CandidateTask, base: Task | None) -> Task:
+        """Instantiate a proposed task on the state of ``base`` (its parent task).
+
+        The default keeps the base task's payload (its initial state) and replaces the query
+        and reference actions; environments whose grading needs more (BFCL's ground truth per
+        turn, say) override it.
+        """
+        payload = dict(base.payload) if base is not None else {}
+        payload.update(candidate.payload)
+        return Task(
+            env=self.name,
+            query=candidate.query,
+            origin="synthetic",
+            payload=payload,
+            reference_actions=list(candidate.reference_actions),
+        )
+
+    def action_pattern(self, trajectory: Trajectory) -> str:
+        """The key the rare-signal detector counts: by default the ordered tool names called."""
+        names: list[str] = []
+        for s in trajectory.steps:
+            names.extend(s.info.get("tool_names", []))
+        return ">".join(names)
+
+    # ------------------------------------------------------------------ provided
+    def replay(self, task: Task, actions: list[str]) -> ReplayResult:
+        """Execute ``actions`` on a fresh instance of ``task`` and grade the result."""
+        self.reset(options={"task": task})
+        errors: list[str] = []
+        for a in actions:
+            if self.done:
+                break
+            _, _, _, _, info = self.step(a)
+            if info.get("error"):
+                errors.append(str(info["error"]))
+        sc = self.score()
+        return ReplayResult(score=sc, success=sc >= self.success_threshold, steps=list(self.steps), errors=errors)
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
+        super().reset(seed=seed)
+        task = (options or {}).get("task")
+        if task is None:
+            pool = self.tasks("train")
+            if not pool:
+                raise RuntimeError(f"environment '{self.name}' has no train tasks; pass options={{'task': task}}")
+            task = pool[int(self.np_random.integers(0, len(pool)))]
+        elif isinstance(task, dict):
+            task = Task.model_validate(task)
+        elif not isinstance(task, Task):
+            raise TypeError(f"options['task'] must be a Task or a dict, got {type(task).__name__}")
+        self.task = task
+        self.steps = []
+        self.done = False
+        self.messages = list(self.begin(task))
+        obs = "\n\n".join(str(m.get("content", "")) for m in self.messages)
+        info = {
+            "task_id": task.id,
+            "tools": [t.as_openai() for t in self.tools()],
+            "messages": list(self.messages),
+        }
+        return obs, info
+
+    def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
+        if self.task is None:
+            raise RuntimeError("call reset() before step()")
+        if self.done:
+            msg = {"role": "user", "content": "The episode is over."}
+            return msg["content"], 0.0, True, False, {"messages": [msg], "error": "episode over", "tool_names": []}
+        if not isinstance(action, str):
+            action = str(action)
+        try:
+            out = self.act(action)
+        except Exception as e:  # the contract says act() reports errors; this keeps a buggy env alive
+            out = Outcome(
+                messages=[{"role": "user", "content": f"Error: the environment failed on this action ({type(e).__name__}: {e})."}],
+                error=f"{type(e).__name__}: {e}",
+                info={"traceback": traceback.format_exc(limit=3)},
+            )
+        obs = "\n\n".join(str(m.get("content", "")) for m in out.messages)
+        self.messages.append({"role": "assistant", "content": action})
+        self.messages.extend(out.messages)
+        info: dict[str, Any] = {"messages": out.messages, "tool_names": out.tool_names, **out.info}
+        if out.error:
+            info["error"] = out.error
+        terminated = out.done
+        truncated = (not terminated) and len(self.steps) + 1 >= self.options.max_steps
+        reward = 0.0
+        if terminated or truncated:
+            self.done = True
+            reward = float(self.score())
+        self.steps.append(Step(action=action, observation=obs, reward=reward, info={k: v for k, v in info.items() if k != "messages"}))
+        return obs, reward, terminated, truncated, info
+
+    def render(self) -> str | None:
+        if self.render_mode == "ansi":
+            return "\n".join(f"[{m.get('role')}] {m.get('content')}" for m in self.messages)
+        return None
+
+    @classmethod
+    def gym_id(cls) -> str:
+        return f"coevolve/{cls.name}-v{cls.version}"

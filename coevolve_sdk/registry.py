@@ -1,0 +1,273 @@
+"""Finding and loading plugins, and looking components up by kind and name.
+
+Plugins are Python distributions with an entry point in the ``coevolve`` group::
+
+    [project.entry-points.coevolve]
+    kvstore = "coevolve_kvstore.plugin"
+
+Each entry point is loaded on its own, so one plugin that fails to import is reported (with
+its name, its distribution and the fix) while every other plugin still loads. Two plugins that
+register the same component name are reported the same way; the name stays unusable until one
+of them is disabled, and every other name keeps working.
+
+Environment variables:
+
+* ``COEVOLVE_LOAD_PLUGINS=a,b``: load only these entry points (empty string: none).
+* ``COEVOLVE_DISABLE_PLUGINS=a,b``: skip these entry points.
+* ``COEVOLVE_PLUGIN_MODULES=pkg.mod,other.mod``: also register these importable modules as
+  plugins (handy for a plugin under development, before it is pip-installed).
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.metadata as md
+import os
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+import pluggy
+
+from . import hooks
+from .errors import DuplicateComponentError, UnknownComponentError
+
+__all__ = ["Registry", "ComponentInfo", "PluginFailure", "get_registry", "reset_registry", "KINDS"]
+
+#: component kind -> registration hook
+KINDS: dict[str, str] = {
+    "environment": "register_environments",
+    "detector": "register_signal_detectors",
+    "teacher": "register_teachers",
+    "policy": "register_policies",
+    "algorithm": "register_algorithms",
+    "sampler": "register_task_samplers",
+}
+
+
+@dataclass
+class ComponentInfo:
+    kind: str
+    name: str
+    cls: type
+    plugin: str
+    distribution: str | None = None
+    version: str | None = None
+
+
+@dataclass
+class PluginFailure:
+    plugin: str
+    distribution: str | None
+    error: str
+    hint: str
+
+    def message(self) -> str:
+        dist = f" (distribution {self.distribution})" if self.distribution else ""
+        return f"Plugin '{self.plugin}'{dist} failed to load: {self.error}. {self.hint}"
+
+
+@dataclass
+class _PluginRecord:
+    name: str
+    module: Any
+    distribution: str | None = None
+    version: str | None = None
+    source: str = "entry point"
+
+
+@dataclass
+class Registry:
+    """A pluggy manager plus the component tables built from its registration hooks."""
+
+    load_entry_points: bool = True
+    extra_modules: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.pm = pluggy.PluginManager(hooks.PROJECT)
+        self.pm.add_hookspecs(hooks)
+        self.plugins: dict[str, _PluginRecord] = {}
+        self.failures: list[PluginFailure] = []
+        self.conflicts: dict[tuple[str, str], list[ComponentInfo]] = {}
+        self._components: dict[str, dict[str, ComponentInfo]] | None = None
+        self._register_module("coevolve_sdk.builtins", source="built-in", distribution="coevolve-sdk")
+        if self.load_entry_points:
+            self._load_entry_points()
+        mods = [m for m in os.environ.get("COEVOLVE_PLUGIN_MODULES", "").split(",") if m.strip()]
+        for mod in [*mods, *self.extra_modules]:
+            self.add_module(mod.strip())
+
+    # ------------------------------------------------------------ loading
+    def _load_entry_points(self) -> None:
+        only_env = os.environ.get("COEVOLVE_LOAD_PLUGINS")
+        only = None if only_env is None else {x.strip() for x in only_env.split(",") if x.strip()}
+        disabled = {x.strip() for x in os.environ.get("COEVOLVE_DISABLE_PLUGINS", "").split(",") if x.strip()}
+        for ep in sorted(md.entry_points(group=hooks.PROJECT), key=lambda e: e.name):
+            if only is not None and ep.name not in only:
+                continue
+            if ep.name in disabled or ep.name in self.plugins:
+                continue
+            dist = getattr(ep, "dist", None)
+            dist_name = dist.metadata["Name"] if dist is not None else None
+            version = dist.version if dist is not None else None
+            try:
+                module = ep.load()
+            except BaseException as e:  # SystemExit or KeyboardInterrupt in a plugin must not kill the host
+                if isinstance(e, KeyboardInterrupt):
+                    raise
+                self.failures.append(
+                    PluginFailure(
+                        plugin=ep.name,
+                        distribution=dist_name,
+                        error=f"importing '{ep.value}' raised {type(e).__name__}: {e}",
+                        hint=(
+                            f"Fix or reinstall it (pip install --force-reinstall {dist_name or ep.name}), "
+                            f"or skip it with COEVOLVE_DISABLE_PLUGINS={ep.name}."
+                        ),
+                    )
+                )
+                continue
+            self._register(module, _PluginRecord(ep.name, module, dist_name, version))
+
+    def _register_module(self, module_name: str, source: str, distribution: str | None = None) -> None:
+        module = importlib.import_module(module_name)
+        self._register(module, _PluginRecord(module_name, module, distribution, None, source))
+
+    def add_module(self, module_name: str) -> None:
+        """Register an importable module as a plugin (COEVOLVE_PLUGIN_MODULES, config ``plugins``)."""
+        if module_name in self.plugins:
+            return
+        try:
+            module = importlib.import_module(module_name)
+        except Exception as e:
+            self.failures.append(
+                PluginFailure(
+                    plugin=module_name,
+                    distribution=None,
+                    error=f"importing it raised {type(e).__name__}: {e}",
+                    hint="Check that the module path is right and importable from this Python environment.",
+                )
+            )
+            return
+        self._register(module, _PluginRecord(module_name, module, None, None, "module"))
+
+    def _register(self, module: Any, record: _PluginRecord) -> None:
+        try:
+            self.pm.register(module, name=record.name)
+        except Exception as e:
+            self.failures.append(
+                PluginFailure(record.name, record.distribution, f"registering it with pluggy raised {type(e).__name__}: {e}",
+                              "Check its @hookimpl function names and signatures against docs/plugins/hooks.md.")
+            )
+            return
+        self.plugins[record.name] = record
+        self._components = None
+
+    # ------------------------------------------------------------ components
+    def _build(self) -> dict[str, dict[str, ComponentInfo]]:
+        tables: dict[str, dict[str, ComponentInfo]] = {k: {} for k in KINDS}
+        self.conflicts = {}
+        for kind, hook_name in KINDS.items():
+            hook = getattr(self.pm.hook, hook_name)
+            for impl in hook.get_hookimpls():
+                rec = self.plugins.get(impl.plugin_name)
+                try:
+                    classes = impl.function() or []
+                except Exception as e:
+                    self.failures.append(
+                        PluginFailure(impl.plugin_name, rec.distribution if rec else None,
+                                      f"its {hook_name}() hook raised {type(e).__name__}: {e}",
+                                      f"Fix the plugin or skip it with COEVOLVE_DISABLE_PLUGINS={impl.plugin_name}.")
+                    )
+                    continue
+                for cls in classes:
+                    name = getattr(cls, "name", "") or ""
+                    if not name:
+                        self.failures.append(
+                            PluginFailure(impl.plugin_name, rec.distribution if rec else None,
+                                          f"{hook_name}() returned {cls!r} without a 'name'",
+                                          "Give the class a unique 'name' class attribute.")
+                        )
+                        continue
+                    info = ComponentInfo(kind, name, cls, impl.plugin_name,
+                                         rec.distribution if rec else None, rec.version if rec else None)
+                    if name in tables[kind]:
+                        self.conflicts.setdefault((kind, name), [tables[kind][name]]).append(info)
+                    else:
+                        tables[kind][name] = info
+        for (kind, name) in self.conflicts:
+            tables[kind].pop(name, None)
+        return tables
+
+    @property
+    def components(self) -> dict[str, dict[str, ComponentInfo]]:
+        if self._components is None:
+            self._components = self._build()
+        return self._components
+
+    def names(self, kind: str) -> list[str]:
+        return sorted(self.components[kind])
+
+    def get(self, kind: str, name: str) -> type:
+        if kind not in KINDS:
+            raise ValueError(f"unknown component kind '{kind}'; kinds are {sorted(KINDS)}")
+        table = self.components[kind]
+        if name in table:
+            return table[name].cls
+        if (kind, name) in self.conflicts:
+            owners = self.conflicts[(kind, name)]
+            who = ", ".join(f"'{o.plugin}'" + (f" ({o.distribution})" if o.distribution else "") for o in owners)
+            raise DuplicateComponentError(
+                f"The {kind} name '{name}' is registered by more than one plugin: {who}. "
+                f"Uninstall one of them or disable it with COEVOLVE_DISABLE_PLUGINS=<plugin>; "
+                f"names must be unique within a kind."
+            )
+        known = ", ".join(sorted(table)) or "none"
+        msg = f"No {kind} named '{name}' is registered. Known {kind} names: {known}."
+        if self.failures:
+            msg += " Some plugins failed to load and may be the one you need: " + " ".join(f.message() for f in self.failures)
+        else:
+            msg += " Install the plugin that provides it (see `coevolve plugins`) or correct the name."
+        raise UnknownComponentError(msg)
+
+    def info(self, kind: str, name: str) -> ComponentInfo:
+        self.get(kind, name)
+        return self.components[kind][name]
+
+    # ------------------------------------------------------------ gymnasium
+    def register_gym_envs(self) -> list[str]:
+        """Register every environment with gymnasium as ``coevolve/<name>-v<version>``."""
+        import gymnasium
+
+        ids = []
+        for info in self.components["environment"].values():
+            cls = info.cls
+            gym_id = cls.gym_id()
+            if gym_id not in gymnasium.registry:
+                gymnasium.register(id=gym_id, entry_point=cls, disable_env_checker=False)
+            ids.append(gym_id)
+        return ids
+
+    @property
+    def hook(self) -> Any:
+        return self.pm.hook
+
+
+_REGISTRY: Registry | None = None
+_LOCK = threading.Lock()
+
+
+def get_registry() -> Registry:
+    """The process-wide registry, built on first use."""
+    global _REGISTRY
+    with _LOCK:
+        if _REGISTRY is None:
+            _REGISTRY = Registry()
+        return _REGISTRY
+
+
+def reset_registry() -> None:
+    """Forget the process-wide registry (tests; after changing the plugin env variables)."""
+    global _REGISTRY
+    with _LOCK:
+        _REGISTRY = None

@@ -1,0 +1,127 @@
+"""SignalDetector and the competence history the detectors read.
+
+Detectors are pure logic over rollout groups: no model, no I/O. Everything they remember must
+come back through ``state_dict``/``load_state_dict`` (JSON values only), because it is part of
+every checkpoint and a resumed run must raise the same signals as an uninterrupted one.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections import deque
+from typing import Any, ClassVar
+
+from pydantic import BaseModel, ConfigDict
+
+from .context import RunContext
+from .types import RolloutGroup, Signal
+
+__all__ = ["SignalDetector", "DetectorOptions", "CompetenceHistory"]
+
+
+class DetectorOptions(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class CompetenceHistory:
+    """Per task, the most recent (step, score) pairs, oldest first.
+
+    The loop records a step's scores only *after* every detector has observed that step, so a
+    detector looking at the history sees earlier steps only. ``capacity`` bounds memory; the
+    forgetting window W must not exceed it.
+    """
+
+    def __init__(self, capacity: int = 64) -> None:
+        self.capacity = capacity
+        self._scores: dict[str, deque[tuple[int, float]]] = {}
+
+    def record(self, task_id: str, step: int, score: float) -> None:
+        q = self._scores.get(task_id)
+        if q is None:
+            q = self._scores[task_id] = deque(maxlen=self.capacity)
+        q.append((step, float(score)))
+
+    def recent(self, task_id: str, window: int) -> list[float]:
+        q = self._scores.get(task_id)
+        if not q:
+            return []
+        if window >= len(q):
+            return [s for _, s in q]
+        return [s for _, s in list(q)[-window:]]
+
+    def entries(self, task_id: str) -> list[tuple[int, float]]:
+        return list(self._scores.get(task_id, ()))
+
+    def tasks(self) -> list[str]:
+        return list(self._scores)
+
+    def __len__(self) -> int:
+        return len(self._scores)
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"capacity": self.capacity, "scores": {k: [list(e) for e in v] for k, v in self._scores.items()}}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.capacity = int(state.get("capacity", self.capacity))
+        self._scores = {
+            k: deque(((int(s), float(v)) for s, v in entries), maxlen=self.capacity)
+            for k, entries in state.get("scores", {}).items()
+        }
+
+
+class SignalDetector(ABC):
+    """Reads every step's rollout groups and marks trajectories worth the teacher's attention.
+
+    ``kind`` is the signal kind the detector emits (``forgetting``, ``boundary``, ``rare`` or
+    your own); it keys per-kind caps, counts and the teacher's guidance template.
+    """
+
+    name: ClassVar[str] = ""
+    kind: ClassVar[str] = ""
+    Options: ClassVar[type[BaseModel]] = DetectorOptions
+
+    def __init__(self, options: BaseModel | None = None, context: RunContext | None = None) -> None:
+        self.options = options if options is not None else self.Options()
+        self.context = context
+
+    @abstractmethod
+    def observe(self, groups: list[RolloutGroup], history: CompetenceHistory, step: int) -> list[Signal]:
+        """Signals for this step's groups. ``history`` holds earlier steps only."""
+
+    def state_dict(self) -> dict[str, Any]:
+        return {}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        return None
+
+
+def dedupe_signals(signals: list[Signal], caps: dict[str, int] | None = None, default_cap: int | None = None) -> list[Signal]:
+    """One signal per (task, kind) for an evolution round, then at most ``caps[kind]`` per kind.
+
+    The merged signal keeps the first signal's id and trajectory and lists every marked
+    trajectory in ``trajectory_ids`` and ``evidence['merged']``, so no evidence is thrown away.
+    Order is preserved (earliest first), which makes the result deterministic.
+    """
+    merged: dict[tuple[str, str], Signal] = {}
+    for s in signals:
+        key = (s.task_id, s.kind)
+        if key not in merged:
+            first = s.model_copy(deep=True)
+            first.trajectory_ids = list(dict.fromkeys([s.trajectory_id, *s.trajectory_ids]))
+            first.evidence = {**s.evidence, "merged": 1}
+            merged[key] = first
+        else:
+            m = merged[key]
+            for tid in [s.trajectory_id, *s.trajectory_ids]:
+                if tid not in m.trajectory_ids:
+                    m.trajectory_ids.append(tid)
+            m.evidence["merged"] = int(m.evidence.get("merged", 1)) + 1
+    out: list[Signal] = []
+    counts: dict[str, int] = {}
+    for s in merged.values():
+        cap = (caps or {}).get(s.kind, default_cap)
+        if cap is not None and counts.get(s.kind, 0) >= cap:
+            continue
+        counts[s.kind] = counts.get(s.kind, 0) + 1
+        out.append(s)
+    return out

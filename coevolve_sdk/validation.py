@@ -1,0 +1,72 @@
+"""Execution-grounded validation: a proposed task joins the pool only if it really works.
+
+Each candidate is instantiated on its parent's state and its reference actions are executed in
+a fresh environment. It is accepted when the environment's own grader passes the replay, or
+(as the paper allows) when the environment gave a positive reward along the way. Every
+rejection carries a reason that the run store keeps.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from .environment import AgentEnv
+from .types import CandidateTask, Task, Verdict
+
+__all__ = ["Validator", "ValidationOptions"]
+
+
+class ValidationOptions(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    min_actions: int = Field(3, ge=1, description="Reject tasks with fewer reference actions (paper: 3).")
+    max_actions: int = Field(30, ge=1, description="Reject tasks with more reference actions than an episode allows.")
+    allow_errors: bool = Field(False, description="Accept a replay in which an action returned an error.")
+    accept_positive_reward: bool = Field(True, description="Accept when the replay earned a positive reward even if the grader says no (paper §3.3).")
+    max_query_chars: int = Field(4000, ge=1)
+
+
+class Validator:
+    def __init__(self, options: ValidationOptions | None = None) -> None:
+        self.options = options or ValidationOptions()
+
+    def validate(self, env: AgentEnv, candidate: CandidateTask, base: Task | None, existing: set[str]) -> tuple[Verdict, Task | None]:
+        """Check ``candidate`` by execution in ``env`` (an instance of its own). Returns the
+        verdict and, when accepted, the task ready to admit."""
+        o = self.options
+
+        def reject(reason: str, **evidence: object) -> tuple[Verdict, None]:
+            return Verdict(candidate_id=candidate.id, accepted=False, reason=reason, evidence=dict(evidence)), None
+
+        if not candidate.query.strip():
+            return reject("empty query")
+        if len(candidate.query) > o.max_query_chars:
+            return reject(f"query is {len(candidate.query)} characters; the limit is {o.max_query_chars}")
+        n = len(candidate.reference_actions)
+        if n < o.min_actions:
+            return reject(f"only {n} reference actions; at least {o.min_actions} are required")
+        if n > o.max_actions:
+            return reject(f"{n} reference actions; at most {o.max_actions} are allowed")
+        if candidate.fingerprint() in existing:
+            return reject("duplicate of a task already in the pool")
+        try:
+            task = env.make_task(candidate, base)
+        except Exception as e:  # a teacher may propose something the environment cannot set up
+            return reject(f"environment could not instantiate the task: {type(e).__name__}: {e}")
+        try:
+            result = env.replay(task, candidate.reference_actions)
+        except Exception as e:
+            return reject(f"replay raised {type(e).__name__}: {e}")
+        evidence = {
+            "replay_score": result.score,
+            "replay_errors": result.errors[:5],
+            "actions_executed": len(result.steps),
+            "observations": [s.observation[:200] for s in result.steps[:10]],
+        }
+        if result.errors and not o.allow_errors:
+            return Verdict(candidate_id=candidate.id, accepted=False, reason=f"reference action failed: {result.errors[0][:200]}", score=result.score, evidence=evidence), None
+        positive = any(s.reward > 0 for s in result.steps)
+        if result.success or (o.accept_positive_reward and positive):
+            why = "replay graded successful" if result.success else "replay earned a positive reward"
+            return Verdict(candidate_id=candidate.id, accepted=True, reason=why, score=result.score, evidence=evidence), task
+        return Verdict(candidate_id=candidate.id, accepted=False, reason=f"replay graded {result.score:.2f}, below the success threshold", score=result.score, evidence=evidence), None
