@@ -67,7 +67,7 @@ class AgentEnv(gym.Env[str, str], ABC):
     name: ClassVar[str] = ""
     version: ClassVar[int] = 0
     Options: ClassVar[type[EnvOptions]] = EnvOptions
-    metadata: ClassVar[dict[str, Any]] = {"render_modes": ["ansi"]}
+    metadata: ClassVar[dict[str, Any]] = {"render_modes": ["ansi"], "render_fps": 1}
     success_threshold: ClassVar[float] = 0.5
 
     def __init__(self, options: EnvOptions | dict[str, Any] | None = None, render_mode: str | None = None, **kwargs: Any):

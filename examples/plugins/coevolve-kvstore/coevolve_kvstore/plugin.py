@@ -1,0 +1,10 @@
+"""Registers the key-value environment with CoEvolve. Kept tiny: it is imported at start-up."""
+
+from coevolve_sdk.hooks import hookimpl
+
+
+@hookimpl
+def register_environments() -> list[type]:
+    from .env import KVStoreEnv
+
+    return [KVStoreEnv]
