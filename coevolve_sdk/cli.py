@@ -1,0 +1,321 @@
+"""The ``coevolve`` command.
+
+Errors the user can act on (``CoEvolveError``) are printed as one paragraph without a
+traceback and exit with status 2; anything else is a bug and keeps its traceback.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any, Optional
+
+import typer
+import yaml
+from rich.console import Console
+from rich.table import Table
+
+from .errors import CoEvolveError
+
+app = typer.Typer(help="CoEvolve: RL for tool-use agents with a task pool that evolves with them.", no_args_is_help=True, add_completion=False)
+pool_app = typer.Typer(help="Inspect a run's task pool.", no_args_is_help=True)
+config_app = typer.Typer(help="Run configuration helpers.", no_args_is_help=True)
+app.add_typer(pool_app, name="pool")
+app.add_typer(config_app, name="config")
+
+console = Console(soft_wrap=True, highlight=False)
+err_console = Console(stderr=True, soft_wrap=True, highlight=False)
+
+
+def _fail(e: Exception) -> None:
+    err_console.print(f"Error: {e}", markup=False)
+    raise typer.Exit(2)
+
+
+def _parse_sets(sets: list[str]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for s in sets:
+        if "=" not in s:
+            raise CoEvolveError(f"--set expects KEY=VALUE (e.g. --set training.steps=5), got '{s}'")
+        k, v = s.split("=", 1)
+        out[k.strip()] = yaml.safe_load(v)
+    return out
+
+
+def _store(run_dir: Path):  # type: ignore[no-untyped-def]
+    from .store import RunStore
+
+    db = run_dir / "run.sqlite"
+    if not db.exists():
+        raise CoEvolveError(f"{run_dir} is not a run folder (no run.sqlite). Pass the run_dir of a run started with `coevolve run`.")
+    return RunStore(db)
+
+
+@app.command()
+def run(
+    config: Optional[Path] = typer.Argument(None, help="YAML run config (see `coevolve config schema`)."),
+    resume: Optional[Path] = typer.Option(None, "--resume", help="Continue the run in this folder from its last checkpoint."),
+    set_: list[str] = typer.Option([], "--set", help="Override a config value: --set training.steps=5 (repeatable)."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="Only print errors and the final summary."),
+) -> None:
+    """Run CoEvolve: train, detect signals, evolve the task pool, evaluate, write a report."""
+    from .config import load_config
+    from .loop import CoEvolveLoop
+    from .progress import Progress
+
+    try:
+        if resume is not None:
+            cfg_path = resume / "config.yaml"
+            if not cfg_path.exists():
+                raise CoEvolveError(f"{resume} is not a run folder (no config.yaml). Pass the run_dir of a run started with `coevolve run`.")
+            overrides = _parse_sets(set_)
+            overrides["run_dir"] = str(resume)
+            cfg = load_config(cfg_path, overrides)
+        else:
+            if config is None:
+                raise CoEvolveError("give a config file (`coevolve run examples/bfcl-tiny.yaml`) or --resume RUN_DIR.")
+            cfg = load_config(config, _parse_sets(set_))
+        progress = Progress(enabled=True, console=console, quiet=quiet)
+        summary = CoEvolveLoop(cfg, resume=resume is not None, progress=progress).run()
+    except CoEvolveError as e:
+        _fail(e)
+        return
+    if summary:
+        console.print_json(json.dumps(summary, default=str))
+
+
+@app.command()
+def plugins(as_json: bool = typer.Option(False, "--json", help="Machine-readable output.")) -> None:
+    """List loaded plugins, their packages and versions, and the components they register."""
+    from .registry import get_registry
+
+    reg = get_registry()
+    rows = []
+    for kind, table in reg.components.items():
+        for name, info in sorted(table.items()):
+            rows.append({"kind": kind, "name": name, "plugin": info.plugin, "distribution": info.distribution, "version": info.version,
+                         "class": f"{info.cls.__module__}.{info.cls.__qualname__}"})
+    failures = [{"plugin": f.plugin, "distribution": f.distribution, "error": f.error, "hint": f.hint} for f in reg.failures]
+    conflicts = [{"kind": k, "name": n, "plugins": [i.plugin for i in infos]} for (k, n), infos in reg.conflicts.items()]
+    if as_json:
+        plugins_list = [{"name": p.name, "distribution": p.distribution, "version": p.version, "source": p.source} for p in reg.plugins.values()]
+        console.print_json(json.dumps({"plugins": plugins_list, "components": rows, "failures": failures, "conflicts": conflicts}))
+        return
+    t = Table(title="CoEvolve components")
+    for col in ("kind", "name", "plugin", "package", "version"):
+        t.add_column(col)
+    for r in rows:
+        t.add_row(r["kind"], r["name"], r["plugin"], r["distribution"] or "-", r["version"] or "-")
+    console.print(t)
+    for f in reg.failures:
+        err_console.print("Plugin failure: " + f.message(), markup=False)
+    for c in conflicts:
+        err_console.print(f"Name conflict: {c['kind']} '{c['name']}' is registered by {', '.join(c['plugins'])}; disable one with COEVOLVE_DISABLE_PLUGINS.", markup=False)
+
+
+@pool_app.command("list")
+def pool_list(
+    run_dir: Path = typer.Argument(..., help="A run folder."),
+    origin: Optional[str] = typer.Option(None, help="Only seed, synthetic or benchmark tasks."),
+    limit: int = typer.Option(50, help="Show at most this many tasks (0: all)."),
+) -> None:
+    """List the tasks of a run's pool."""
+    try:
+        store = _store(run_dir)
+    except CoEvolveError as e:
+        _fail(e)
+        return
+    tasks = store.load_tasks(split="train", origin=origin)
+    t = Table(title=f"pool of {run_dir} ({len(tasks)} tasks)")
+    for col in ("id", "origin", "step", "signal", "actions", "query"):
+        t.add_column(col, overflow="fold")
+    for task in tasks[: limit or None]:
+        lin = task.lineage
+        t.add_row(task.id, task.origin, str(lin.step_admitted if lin else 0), (lin.signal_kind or "-") if lin else "-",
+                  str(len(task.reference_actions)), task.query[:100])
+    console.print(t)
+
+
+@pool_app.command("show")
+def pool_show(run_dir: Path = typer.Argument(...), task_id: str = typer.Argument(..., help="Task id (a unique prefix is enough).")) -> None:
+    """Show one task with its full lineage: signal, trajectory, teacher, exploration, validation."""
+    try:
+        store = _store(run_dir)
+        matches = store.find_tasks(task_id)
+        if not matches:
+            raise CoEvolveError(f"no task '{task_id}' in {run_dir}. `coevolve pool list {run_dir}` shows the ids.")
+        if len(matches) > 1 and not any(m.id == task_id for m in matches):
+            raise CoEvolveError(f"'{task_id}' matches {len(matches)} tasks ({', '.join(m.id for m in matches[:5])} ...); give more of the id.")
+    except CoEvolveError as e:
+        _fail(e)
+        return
+    task = next((m for m in matches if m.id == task_id), matches[0])
+    console.rule(f"task {task.id} ({task.origin})")
+    console.print(f"query: {task.query}", markup=False)
+    console.print("reference actions:", markup=False)
+    for i, a in enumerate(task.reference_actions, 1):
+        console.print(f"  {i}. {a}", markup=False)
+    lin = task.lineage
+    if lin is None:
+        console.print("lineage: none (a task of the environment's own set)")
+        return
+    console.rule("lineage")
+    console.print(f"admitted at step {lin.step_admitted}; parent task {lin.parent_task_id}", markup=False)
+    console.print(f"teacher {lin.teacher}, prompt version {lin.prompt_version}", markup=False)
+    if lin.signal_id:
+        sig = store.get_signal(lin.signal_id)
+        console.print(f"signal {lin.signal_id} ({lin.signal_kind}): {sig.reason if sig else '(not in the store)'}", markup=False)
+        if sig is not None and sig.evidence:
+            console.print(f"  evidence: {json.dumps(sig.evidence)}", markup=False)
+    if lin.trajectory_id:
+        tr = store.get_trajectory(lin.trajectory_id)
+        if tr is not None:
+            console.print(f"trajectory {tr.id} (step {tr.step}, score {tr.score}, pattern '{tr.action_pattern}'):", markup=False)
+            for s in tr.steps:
+                console.print(f"  > {s.action[:200]}", markup=False)
+                console.print(f"    < {s.observation[:200]}", markup=False)
+    exp = lin.exploration or {}
+    if exp.get("context"):
+        console.print("reflection: " + json.dumps(exp["context"])[:800], markup=False)
+    if exp.get("triplets"):
+        console.print(f"exploration: {exp.get('triplet_count', len(exp['triplets']))} steps", markup=False)
+        for tpl in exp["triplets"][:12]:
+            console.print(f"  [round {tpl['round']} step {tpl['step']}] {'ok ' if tpl['ok'] else 'ERR'} {tpl['action'][:120]} -> {tpl['observation'][:80]}", markup=False)
+    console.print("validation: " + json.dumps(lin.validation)[:800], markup=False)
+    usage = store.usage_for_task(task.id)
+    if usage:
+        u = usage[0]
+        console.print(f"teacher usage for its signal: {u['calls']} calls, {u['prompt_tokens'] + u['completion_tokens']} tokens, ${u['cost_usd']:.4f}", markup=False)
+
+
+@pool_app.command("export")
+def pool_export(run_dir: Path = typer.Argument(...), out: Path = typer.Argument(..., help="JSONL file to write.")) -> None:
+    """Write every pool task (with lineage) to a JSONL file, one task per line."""
+    try:
+        store = _store(run_dir)
+    except CoEvolveError as e:
+        _fail(e)
+        return
+    tasks = store.load_tasks(split="train")
+    tmp = out.with_suffix(out.suffix + ".tmp")
+    with open(tmp, "w") as f:
+        for t in tasks:
+            f.write(t.model_dump_json() + "\n")
+    tmp.replace(out)
+    console.print(f"wrote {len(tasks)} tasks to {out}")
+
+
+@config_app.command("schema")
+def config_schema_cmd() -> None:
+    """Print the JSON schema of a run config."""
+    from .config import config_schema
+
+    print(json.dumps(config_schema(), indent=2))
+
+
+@config_app.command("check")
+def config_check(config: Path = typer.Argument(...)) -> None:
+    """Validate a config file and the options of every component it names."""
+    from .config import load_config, validate_components
+    from .registry import get_registry
+
+    try:
+        cfg = load_config(config)
+        reg = get_registry()
+        for m in cfg.plugins:
+            reg.add_module(m)
+        validate_components(cfg, reg, source=str(config))
+    except CoEvolveError as e:
+        _fail(e)
+        return
+    console.print(f"{config}: valid")
+
+
+@app.command()
+def report(run_dir: Path = typer.Argument(..., help="A run folder.")) -> None:
+    """Write RUN_DIR/report.html with plots and the table of admitted tasks."""
+    from .report import write_report
+
+    try:
+        _store(run_dir)
+        path = write_report(run_dir)
+    except CoEvolveError as e:
+        _fail(e)
+        return
+    console.print(f"wrote {path}")
+
+
+@app.command()
+def signals(run_dir: Path = typer.Argument(..., help="A run folder.")) -> None:
+    """Signals per kind per step, and what each evolution round made of them."""
+    try:
+        store = _store(run_dir)
+    except CoEvolveError as e:
+        _fail(e)
+        return
+    counts = store.signal_counts()
+    kinds = sorted({k for _, k, _ in counts})
+    t = Table(title="signals per step")
+    t.add_column("step")
+    for k in kinds:
+        t.add_column(k)
+    by_step: dict[int, dict[str, int]] = {}
+    for s, k, n in counts:
+        by_step.setdefault(s, {})[k] = n
+    for s in sorted(by_step):
+        t.add_row(str(s), *[str(by_step[s].get(k, 0)) for k in kinds])
+    console.print(t)
+    r = Table(title="evolution rounds")
+    for col in ("round", "step", "signals (deduped, by kind)", "proposed", "admitted", "rejected"):
+        r.add_column(col)
+    for rd in store.rounds():
+        r.add_row(str(rd["round"]), str(rd["step"]), ", ".join(f"{k} {v}" for k, v in rd["by_kind"].items()),
+                  str(rd["candidates"]), str(rd["accepted"]), str(rd["rejected"]))
+    console.print(r)
+
+
+@app.command("eval")
+def eval_cmd(
+    run_dir: Path = typer.Argument(..., help="A run folder; its last checkpoint is evaluated."),
+    split: Optional[str] = typer.Option(None, help="Split to evaluate (default: the config's eval.split)."),
+    max_tasks: Optional[int] = typer.Option(None, help="Evaluate at most this many tasks."),
+) -> None:
+    """Evaluate a run's last checkpoint greedily on a split and print the accuracy."""
+    from .checkpoint import latest_checkpoint
+    from .loop import CoEvolveLoop, load_run_config
+    from .progress import Progress
+    from .rollout import evaluate
+
+    try:
+        cfg = load_run_config(run_dir)
+        loop = CoEvolveLoop(cfg, resume=True, progress=Progress(enabled=False))
+        ckpt = latest_checkpoint(run_dir / "checkpoints")
+        if ckpt is not None:
+            loop.algorithm.load(ckpt / "algorithm")
+        env = loop.make_env()
+        tasks = env.tasks(split or cfg.eval.split)
+        if max_tasks:
+            tasks = tasks[:max_tasks]
+        res = evaluate(loop.policy, loop.envs, tasks, cfg.rollout, loop.step)
+    except CoEvolveError as e:
+        _fail(e)
+        return
+    res.pop("trajectories")
+    res["checkpoint"] = ckpt.name if ckpt else None
+    res["split"] = split or cfg.eval.split
+    console.print_json(json.dumps(res))
+
+
+def main() -> None:
+    from .registry import get_registry
+
+    try:
+        get_registry().hook.register_commands(cli=app)
+    except Exception as e:  # a plugin's command must not take the CLI down
+        err_console.print(f"warning: a plugin failed to add its commands: {type(e).__name__}: {e}", markup=False)
+    app()
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

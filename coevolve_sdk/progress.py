@@ -1,0 +1,58 @@
+"""What a person sees while a run works: a progress bar on a terminal, one line per step elsewhere."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress as RichProgress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+
+def step_line(step: int, metrics: dict[str, float]) -> str:
+    """The per-step summary: reward, signals per kind, pool by origin, time per phase."""
+    sig = " ".join(f"{k.split('/', 1)[1]}={int(v)}" for k, v in sorted(metrics.items()) if k.startswith("signals/"))
+    pool = " ".join(f"{k.split('/', 1)[1]}={int(v)}" for k, v in sorted(metrics.items()) if k.startswith("pool/") and k != "pool/size")
+    times = " ".join(f"{k.split('/', 1)[1]}={v:.1f}s" for k, v in metrics.items() if k.startswith("time/") and v >= 0.05)
+    return (
+        f"step {step:>4}  reward {metrics.get('reward_mean', 0.0):.3f}  success {metrics.get('success_rate', 0.0):.2f}"
+        f"  | signals {sig or '-'}  | pool {int(metrics.get('pool/size', 0))} ({pool})  | {times}"
+    )
+
+
+class Progress:
+    def __init__(self, enabled: bool = True, console: Console | None = None, quiet: bool = False) -> None:
+        self.console = console or Console(stderr=False, highlight=False, soft_wrap=True)
+        self.enabled = enabled
+        self.quiet = quiet
+        self._bar: RichProgress | None = None
+        self._task: Any = None
+        self._t0 = time.perf_counter()
+
+    def start(self, total: int, completed: int = 0, description: str = "") -> None:
+        if not self.enabled:
+            return
+        if self.console.is_terminal and not self.quiet:
+            self._bar = RichProgress(
+                TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                TimeElapsedColumn(), TimeRemainingColumn(), console=self.console, transient=False,
+            )
+            self._bar.start()
+            self._task = self._bar.add_task(description, total=total, completed=completed)
+
+    def step(self, step: int, metrics: dict[str, float]) -> None:
+        if not self.enabled:
+            return
+        if not self.quiet:
+            self.console.print(step_line(step, metrics), markup=False)
+        if self._bar is not None:
+            self._bar.update(self._task, completed=step)
+
+    def log(self, message: str) -> None:
+        if self.enabled and not self.quiet:
+            self.console.print(f"[{time.perf_counter() - self._t0:7.1f}s] {message}", markup=False)
+
+    def stop(self) -> None:
+        if self._bar is not None:
+            self._bar.stop()
+            self._bar = None

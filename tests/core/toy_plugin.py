@@ -1,0 +1,167 @@
+"""A policy and an algorithm small enough to test the core loop without torch.
+
+``MenuPolicy`` chooses each turn's message from a fixed menu (the distinct reference actions of
+the environment's train tasks), with a table of logits per (prompt, turn). ``Reinforce`` updates
+that table with group-relative REINFORCE. Both are honest implementations of the core
+interfaces (token ids, logprobs, loss mask, save/load), just not language models; the real
+policy and GRPO live in the coevolve-grpo plugin.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
+
+from coevolve_sdk.algorithm import Algorithm
+from coevolve_sdk.context import RunContext
+from coevolve_sdk.hooks import hookimpl
+from coevolve_sdk.policy import Generation, Policy
+from coevolve_sdk.types import RolloutGroup
+
+PROMPT_BASE = 100_000
+OBS_TOKEN = 99_999
+
+
+class MenuOptions(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    seed: int = 0
+
+
+class MenuPolicy(Policy):
+    name = "toy-menu"
+    Options = MenuOptions
+
+    def __init__(self, options: MenuOptions, context: RunContext) -> None:
+        env = context.new_env()
+        menu: list[str] = []
+        for t in env.tasks("train"):
+            for a in t.reference_actions:
+                if a not in menu:
+                    menu.append(a)
+        self.menu = menu
+        self.eos_token_id = len(menu)
+        self.table: dict[str, list[float]] = {}
+        self.rng = np.random.default_rng(options.seed)
+
+    def _key(self, ids: list[int]) -> str:
+        turn = sum(1 for i in ids if i == self.eos_token_id)
+        return f"{ids[0]}:{turn}"
+
+    def logits(self, key: str) -> np.ndarray:
+        row = self.table.get(key)
+        return np.zeros(len(self.menu)) if row is None else np.asarray(row)
+
+    def encode_prompt(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> list[int]:
+        user = next(m["content"] for m in messages if m["role"] == "user")
+        h = int(hashlib.sha256(user.encode()).hexdigest()[:6], 16)
+        return [PROMPT_BASE + h]
+
+    def encode_followup(self, messages: list[dict[str, Any]]) -> list[int]:
+        return [OBS_TOKEN]
+
+    def generate(self, prompts: list[list[int]], *, max_new_tokens: int, temperature: float = 1.0, greedy: bool = False) -> list[Generation]:
+        out = []
+        for ids in prompts:
+            z = self.logits(self._key(ids))
+            p = np.exp(z - z.max())
+            p /= p.sum()
+            a = int(np.argmax(z)) if greedy else int(self.rng.choice(len(p), p=p))
+            out.append(Generation(token_ids=[a, self.eos_token_id], logprobs=[float(np.log(p[a])), 0.0], text=self.menu[a], finished=True))
+        return out
+
+    def decode(self, token_ids: list[int]) -> str:
+        return "".join(self.menu[i] for i in token_ids if 0 <= i < len(self.menu))
+
+    def save(self, path: Path) -> None:
+        path.mkdir(parents=True, exist_ok=True)
+        (path / "menu_policy.json").write_text(json.dumps({"table": self.table, "rng": self.rng.bit_generator.state}))
+
+    def load(self, path: Path) -> None:
+        d = json.loads((path / "menu_policy.json").read_text())
+        self.table = d["table"]
+        self.rng.bit_generator.state = d["rng"]
+
+
+class ReinforceOptions(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    lr: float = Field(1.0, gt=0)
+
+
+class Reinforce(Algorithm):
+    name = "toy-reinforce"
+    Options = ReinforceOptions
+
+    def __init__(self, options: ReinforceOptions, context: RunContext) -> None:
+        super().__init__(options, context)
+        assert isinstance(context.policy, MenuPolicy)
+        self.policy: MenuPolicy = context.policy
+        self.updates = 0
+
+    def step(self, groups: list[RolloutGroup]) -> dict[str, float]:
+        pol, flat = self.policy, 0
+        for g in groups:
+            scores = np.array(g.scores)
+            if scores.std() == 0:
+                flat += 1
+                continue
+            adv = scores - scores.mean()
+            for tr, a in zip(g.trajectories, adv):
+                ids, mask = tr.token_ids or [], tr.loss_mask or []
+                for i, (tok, m) in enumerate(zip(ids, mask)):
+                    if m and tok != pol.eos_token_id:
+                        key = pol._key(ids[:i])
+                        z = pol.logits(key)
+                        p = np.exp(z - z.max())
+                        p /= p.sum()
+                        grad = -p
+                        grad[tok] += 1.0
+                        pol.table[key] = list(z + self.options.lr * a * grad)
+        self.updates += 1
+        return {"flat_groups": float(flat), "updates": float(self.updates)}
+
+    def save(self, path: Path) -> None:
+        self.policy.save(path)
+        (path / "reinforce.json").write_text(json.dumps({"updates": self.updates}))
+
+    def load(self, path: Path) -> None:
+        self.policy.load(path)
+        self.updates = json.loads((path / "reinforce.json").read_text())["updates"]
+
+
+@hookimpl
+def register_policies() -> list[type]:
+    return [MenuPolicy]
+
+
+@hookimpl
+def register_algorithms() -> list[type]:
+    return [Reinforce]
+
+
+from coevolve_sdk.signals import CompetenceHistory, SignalDetector  # noqa: E402
+from coevolve_sdk.types import Signal  # noqa: E402
+
+
+class MixedGroup(SignalDetector):
+    """Marks every trajectory of a group holding both a success and a failure."""
+
+    name = "toy-mixed"
+    kind = "mixed"
+
+    def observe(self, groups: list[RolloutGroup], history: CompetenceHistory, step: int) -> list[Signal]:
+        out = []
+        for g in groups:
+            s = g.scores
+            if max(s) > 0.5 and min(s) < 0.5:
+                out += [Signal(kind=self.kind, task_id=g.task.id, trajectory_id=t.id, step=step, reason="mixed group") for t in g.trajectories]
+        return out
+
+
+@hookimpl
+def register_signal_detectors() -> list[type]:
+    return [MixedGroup]
