@@ -1,0 +1,111 @@
+"""Boundary signal: a task's group mixes success and failure.
+
+Rule (paper Section 3.1): a task's group of K trajectories in one step holds a score > 0.5 and a
+score < 0.5; then all K trajectories are marked. A score of exactly 0.5 is neither a success nor a
+failure. With binary rewards these are exactly the groups in which GRPO's advantages are not all
+zero, i.e. where the policy is still undecided.
+
+One ``Signal`` is emitted per marked trajectory (K per mixed group), not one per group: each
+signal is then "one marked trajectory" for every detector in this package, the store's per-kind
+counts count marked trajectories like the paper's Fig. 4, and the core's ``dedupe_signals``
+still folds a round's boundary signals into one per task (keeping every trajectory id) before the
+teacher sees them. Each signal's evidence carries the whole group's scores and trajectory ids,
+so the teacher can contrast successes and failures from any one of them.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict
+
+from coevolve_sdk.signals import CompetenceHistory
+from coevolve_sdk.types import Signal
+
+from .batch import SUCCESS_THRESHOLD, BatchDetector, Marks, StepBatch, signal_id
+
+__all__ = ["BoundaryDetector", "BoundaryOptions"]
+
+
+class BoundaryOptions(BaseModel):
+    """The ``boundary`` detector has no options: the paper fixes the rule completely."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+class BoundaryDetector(BatchDetector):
+    """Marks all trajectories of every group that holds both a score > 0.5 and a score < 0.5.
+
+    Stateless: it looks at one step's groups only, so its checkpoint state is empty.
+    """
+
+    name: ClassVar[str] = "boundary"
+    kind: ClassVar[str] = "boundary"
+    Options: ClassVar[type[BaseModel]] = BoundaryOptions
+
+    def observe_batch(self, batch: StepBatch, history: CompetenceHistory | None = None) -> Marks:
+        """``detail``: ``mixed``, a boolean per group."""
+        if batch.n_groups == 0:
+            return Marks(self.kind, batch.step, np.zeros(0, dtype=np.int64), {"mixed": np.zeros(0, dtype=bool)})
+        starts = batch.offsets[:-1]
+        mixed = (np.maximum.reduceat(batch.scores, starts) > SUCCESS_THRESHOLD) & (
+            np.minimum.reduceat(batch.scores, starts) < SUCCESS_THRESHOLD
+        )
+        if mixed.any():
+            records = np.flatnonzero(np.repeat(mixed, batch.sizes))
+        else:
+            records = np.zeros(0, dtype=np.int64)
+        return Marks(self.kind, batch.step, records, {"mixed": mixed})
+
+    def signals(self, batch: StepBatch, marks: Marks) -> list[Signal]:
+        out: list[Signal] = []
+        if not len(marks):
+            return out
+        group_of = batch.group_of_record
+        per_group: dict[int, tuple[list[float], list[str], int, int]] = {}
+        for r in marks.records.tolist():
+            g = int(group_of[r])
+            info = per_group.get(g)
+            if info is None:
+                lo, hi = int(batch.offsets[g]), int(batch.offsets[g + 1])
+                scores = batch.scores[lo:hi].tolist()
+                ids = [batch.trajectory_id(i) for i in range(lo, hi)]
+                wins = sum(1 for s in scores if s > SUCCESS_THRESHOLD)
+                losses = sum(1 for s in scores if s < SUCCESS_THRESHOLD)
+                info = per_group[g] = (scores, ids, wins, losses)
+            scores, ids, wins, losses = info
+            task, tid = batch.task_ids[g], batch.trajectory_id(r)
+            score = float(batch.scores[r])
+            out.append(
+                Signal(
+                    id=signal_id(self.kind, batch.step, tid),
+                    kind=self.kind,
+                    task_id=task,
+                    trajectory_id=tid,
+                    step=batch.step,
+                    reason=(
+                        f"The {len(scores)} trajectories of task '{task}' at step {batch.step} mix {wins} "
+                        f"success(es) (> 0.5) with {losses} failure(s) (< 0.5): the policy is at its "
+                        f"decision boundary on this task; this trajectory scored {score:.2f}."
+                    ),
+                    evidence={
+                        "score": score,
+                        "threshold": SUCCESS_THRESHOLD,
+                        "group_size": len(scores),
+                        "successes": wins,
+                        "failures": losses,
+                        "group_scores": scores,
+                        "group_trajectory_ids": ids,
+                    },
+                    trajectory_ids=[tid],
+                )
+            )
+        return out
+
+    def state_dict(self) -> dict[str, Any]:
+        return {}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        if state not in ({}, None):
+            raise ValueError(f"the boundary detector is stateless; expected an empty state, got {state!r}")
