@@ -90,6 +90,7 @@ class MenuPolicy(Policy):
 class ReinforceOptions(BaseModel):
     model_config = ConfigDict(extra="forbid")
     lr: float = Field(1.0, gt=0)
+    step_delay: float = Field(0.0, ge=0, description="Sleep per step, so tests can kill a run mid-way.")
 
 
 class Reinforce(Algorithm):
@@ -103,6 +104,9 @@ class Reinforce(Algorithm):
         self.updates = 0
 
     def step(self, groups: list[RolloutGroup]) -> dict[str, float]:
+        import time
+
+        time.sleep(self.options.step_delay)
         pol, flat = self.policy, 0
         for g in groups:
             scores = np.array(g.scores)

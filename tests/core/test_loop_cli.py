@@ -1,0 +1,135 @@
+"""End-to-end: `coevolve run` as a user runs it, killed with SIGKILL and resumed."""
+
+from __future__ import annotations
+
+import json
+import signal
+import sqlite3
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.conftest import coevolve_cmd
+
+TOY = {
+    "seed": 3,
+    "plugins": ["tests.core.toy_plugin"],
+    "environment": {"name": "kvstore", "options": {"train_tasks": 8, "test_tasks": 4, "max_steps": 4}},
+    "policy": {"name": "toy-menu"},
+    "algorithm": {"name": "toy-reinforce", "options": {"lr": 2.0}},
+    "detectors": [{"name": "toy-mixed"}],
+    "teacher": {"name": "random-explorer"},
+    "rollout": {"group_size": 4},
+    "training": {"steps": 12, "tasks_per_step": 4, "checkpoint_every": 1},
+    "evolution": {"every": 2},
+    "pool": {"seed_tasks": 8, "seed_source": "env"},
+}
+
+
+def write_config(tmp: Path, **over: object) -> Path:
+    cfg = json.loads(json.dumps(TOY))
+    cfg["run_dir"] = str(tmp / "run")
+    for k, v in over.items():
+        cur = cfg
+        parts = k.split(".")
+        for p in parts[:-1]:
+            cur = cur[p]
+        cur[parts[-1]] = v
+    path = tmp / "toy.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    return path
+
+
+def rows(db: Path, sql: str) -> list[tuple]:
+    con = sqlite3.connect(db)
+    try:
+        return con.execute(sql).fetchall()
+    finally:
+        con.close()
+
+
+def test_run_writes_a_complete_run_folder(tmp_path: Path, sub_env: dict[str, str]) -> None:
+    cfg = write_config(tmp_path, **{"training.steps": 6})
+    out = subprocess.run([*coevolve_cmd(), "run", str(cfg)], capture_output=True, text=True, env=sub_env, timeout=300)
+    assert out.returncode == 0, out.stderr + out.stdout
+    assert "step    6" in out.stdout
+    run = tmp_path / "run"
+    db = run / "run.sqlite"
+    assert [r[0] for r in rows(db, "SELECT DISTINCT step FROM metrics WHERE key='reward_mean' ORDER BY step")] == list(range(1, 7))
+    assert rows(db, "SELECT COUNT(*) FROM signals")[0][0] > 0
+    phases = {r[0] for r in rows(db, "SELECT phase FROM evals")}
+    assert phases == {"before", "after"}
+    assert (run / "report.html").exists()
+    assert (run / "checkpoints" / "latest").read_text() == "step-000006"
+
+
+def test_sigkill_then_resume_loses_nothing(tmp_path: Path, sub_env: dict[str, str]) -> None:
+    cfg = write_config(tmp_path, **{"algorithm.options.step_delay": 0.4})
+    run = tmp_path / "run"
+    proc = subprocess.Popen([*coevolve_cmd(), "run", str(cfg)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=sub_env)
+    latest = run / "checkpoints" / "latest"
+    deadline = time.time() + 120
+    while time.time() < deadline and not latest.exists():
+        time.sleep(0.05)
+    assert latest.exists(), "the run wrote no checkpoint"
+    time.sleep(0.9)  # let it get into a later step, possibly mid-write
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=30)
+    assert proc.returncode == -signal.SIGKILL
+    db = run / "run.sqlite"
+    tasks_before = {r[0] for r in rows(db, "SELECT id FROM tasks")}
+    ckpt_step = int((run / "checkpoints" / "latest").read_text().split("-")[1])
+    assert 1 <= ckpt_step < 12
+    steps_before = [r[0] for r in rows(db, "SELECT DISTINCT step FROM metrics WHERE key='reward_mean' ORDER BY step")]
+    assert steps_before[: ckpt_step] == list(range(1, ckpt_step + 1))
+
+    out = subprocess.run([*coevolve_cmd(), "run", "--resume", str(run)], capture_output=True, text=True, env=sub_env, timeout=300)
+    assert out.returncode == 0, out.stderr + out.stdout
+    assert f"resumed from step-{ckpt_step:06d}" in out.stdout
+    first_step_line = next(line for line in out.stdout.splitlines() if line.startswith("step "))
+    assert first_step_line.split()[1] == str(ckpt_step + 1)
+    steps_after = [r[0] for r in rows(db, "SELECT step FROM metrics WHERE key='reward_mean' ORDER BY step")]
+    assert steps_after == list(range(1, 13))  # every step exactly once
+    tasks_after = {r[0] for r in rows(db, "SELECT id FROM tasks")}
+    assert tasks_before <= tasks_after  # no admitted task lost
+    assert rows(db, "SELECT value FROM meta WHERE key='status'")[0][0] == '"finished"'
+
+
+def test_starting_over_an_existing_run_is_refused(tmp_path: Path, sub_env: dict[str, str]) -> None:
+    cfg = write_config(tmp_path, **{"training.steps": 1})
+    first = subprocess.run([*coevolve_cmd(), "run", str(cfg), "-q"], capture_output=True, text=True, env=sub_env, timeout=300)
+    assert first.returncode == 0, first.stderr
+    again = subprocess.run([*coevolve_cmd(), "run", str(cfg), "-q"], capture_output=True, text=True, env=sub_env, timeout=300)
+    assert again.returncode == 2
+    assert "--resume" in again.stderr
+
+
+def test_resume_of_a_folder_without_checkpoint_explains(tmp_path: Path, sub_env: dict[str, str]) -> None:
+    out = subprocess.run([*coevolve_cmd(), "run", "--resume", str(tmp_path)], capture_output=True, text=True, env=sub_env, timeout=60)
+    assert out.returncode == 2
+    assert "not a run folder" in out.stderr
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_evolution_admits_tasks_with_lineage(tmp_path: Path, sub_env: dict[str, str], mode: str) -> None:
+    cfg = write_config(tmp_path, **{"training.steps": 6, "evolution.mode": mode})
+    out = subprocess.run([*coevolve_cmd(), "run", str(cfg), "-q"], capture_output=True, text=True, env=sub_env, timeout=300)
+    assert out.returncode == 0, out.stderr
+    run = tmp_path / "run"
+    synth = rows(run / "run.sqlite", "SELECT id, data FROM tasks WHERE origin='synthetic'")
+    assert synth, "no synthetic task was admitted"
+    lineage = json.loads(synth[0][1])["lineage"]
+    assert lineage["signal_kind"] == "mixed" and lineage["trajectory_id"] and lineage["parent_task_id"]
+    assert lineage["validation"]["replay_score"] == 1.0
+    shown = subprocess.run([*coevolve_cmd(), "pool", "show", str(run), synth[0][0]], capture_output=True, text=True, env=sub_env, timeout=60)
+    assert shown.returncode == 0, shown.stderr
+    for needle in ("signal", "trajectory", "teacher random-explorer", "prompt version random-v1", "exploration", "validation"):
+        assert needle in shown.stdout
+    exported = tmp_path / "pool.jsonl"
+    ex = subprocess.run([*coevolve_cmd(), "pool", "export", str(run), str(exported)], capture_output=True, text=True, env=sub_env, timeout=60)
+    assert ex.returncode == 0
+    lines = exported.read_text().splitlines()
+    assert len(lines) == rows(run / "run.sqlite", "SELECT COUNT(*) FROM tasks")[0][0]

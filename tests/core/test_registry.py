@@ -1,0 +1,84 @@
+"""Plugin discovery: failures and name clashes are named, and the other plugins keep working."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import textwrap
+from pathlib import Path
+
+from tests.conftest import coevolve_cmd
+
+
+def fake_distribution(root: Path, dist: str, ep_name: str, module: str, code: str) -> None:
+    """A real installed-distribution layout (dist-info with entry points) on a sys.path folder."""
+    (root / f"{module}.py").write_text(textwrap.dedent(code))
+    info = root / f"{dist.replace('-', '_')}-0.3.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist}\nVersion: 0.3\n")
+    (info / "entry_points.txt").write_text(f"[coevolve]\n{ep_name} = {module}\n")
+
+
+def plugins_json(env: dict[str, str]) -> dict:
+    out = subprocess.run([*coevolve_cmd(), "plugins", "--json"], capture_output=True, text=True, env=env, timeout=120)
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout)
+
+
+def test_plugin_that_raises_on_import_is_named_and_others_load(tmp_path: Path, sub_env: dict[str, str]) -> None:
+    fake_distribution(tmp_path, "coevolve-broken", "broken", "broken_plugin", "raise RuntimeError('missing API key file')\n")
+    sub_env["PYTHONPATH"] = f"{tmp_path}:{sub_env['PYTHONPATH']}"
+    data = plugins_json(sub_env)
+    fail = next(f for f in data["failures"] if f["plugin"] == "broken")
+    assert fail["distribution"] == "coevolve-broken"
+    assert "RuntimeError: missing API key file" in fail["error"]
+    assert "COEVOLVE_DISABLE_PLUGINS=broken" in fail["hint"]
+    assert any(c["name"] == "kvstore" for c in data["components"])
+    # the human-readable listing says the same in one paragraph
+    out = subprocess.run([*coevolve_cmd(), "plugins"], capture_output=True, text=True, env=sub_env, timeout=120)
+    assert "Plugin 'broken' (distribution coevolve-broken) failed to load" in out.stderr
+    # and disabling it silences it
+    sub_env["COEVOLVE_DISABLE_PLUGINS"] = "broken"
+    assert not [f for f in plugins_json(sub_env)["failures"] if f["plugin"] == "broken"]
+
+
+def test_two_plugins_registering_one_name(tmp_path: Path, sub_env: dict[str, str]) -> None:
+    code = """
+        from coevolve_sdk.hooks import hookimpl
+        from coevolve_kvstore.env import KVStoreEnv
+
+        class Clash(KVStoreEnv):
+            name = "clash"
+
+        @hookimpl
+        def register_environments():
+            return [Clash]
+    """
+    fake_distribution(tmp_path, "coevolve-one", "one", "plugin_one", code)
+    fake_distribution(tmp_path, "coevolve-two", "two", "plugin_two", code)
+    sub_env["PYTHONPATH"] = f"{tmp_path}:{sub_env['PYTHONPATH']}"
+    data = plugins_json(sub_env)
+    clash = next(c for c in data["conflicts"] if c["name"] == "clash")
+    assert sorted(clash["plugins"]) == ["one", "two"]
+    assert any(c["name"] == "kvstore" for c in data["components"])
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("run_dir: r\nenvironment: {name: clash}\npolicy: {name: toy-menu}\nalgorithm: {name: toy-reinforce}\nplugins: [tests.core.toy_plugin]\n")
+    out = subprocess.run([*coevolve_cmd(), "config", "check", str(cfg)], capture_output=True, text=True, env=sub_env, timeout=120)
+    assert out.returncode == 2
+    assert "'one' (coevolve-one)" in out.stderr and "'two' (coevolve-two)" in out.stderr and "COEVOLVE_DISABLE_PLUGINS" in out.stderr
+
+
+def test_load_plugins_selects(sub_env: dict[str, str]) -> None:
+    sub_env["COEVOLVE_LOAD_PLUGINS"] = ""
+    data = plugins_json(sub_env)
+    assert not any(c["name"] == "kvstore" for c in data["components"])
+    assert any(c["name"] == "random-explorer" for c in data["components"])  # built-ins always load
+
+
+def test_import_is_light() -> None:
+    import sys
+
+    code = "import sys, coevolve_sdk; print(','.join(m for m in ('torch','transformers','litellm','vllm','accelerate') if m in sys.modules))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == ""
