@@ -1,0 +1,71 @@
+"""Table-driven walks of the boundary detector through hand-built groups."""
+
+from __future__ import annotations
+
+import pytest
+from pydantic import ValidationError
+
+from coevolve_signals import BoundaryDetector, BoundaryOptions
+from signals_testkit import marked, walk
+
+# (case id, one step's groups, expected marked trajectory ids, expected (successes, failures) of
+#  the marked groups by task)
+CASES = [
+    ("all-success", {"a": [1, 1, 1, 1]}, [], {}),
+    ("all-failure", {"a": [0, 0, 0, 0]}, [], {}),
+    ("mixed-marks-all-k", {"a": [1, 0, 1, 1]}, ["a@0#0", "a@0#1", "a@0#2", "a@0#3"], {"a": (3, 1)}),
+    ("one-success-is-enough", {"a": [0, 0, 0.75]}, ["a@0#0", "a@0#1", "a@0#2"], {"a": (1, 2)}),
+    ("exactly-half-is-neither", {"a": [0.5, 0.5, 0.5]}, [], {}),
+    ("half-and-success-is-not-mixed", {"a": [0.5, 1.0]}, [], {}),
+    ("half-and-failure-is-not-mixed", {"a": [0.5, 0.0]}, [], {}),
+    ("half-inside-a-mixed-group-is-marked-too", {"a": [0.5, 0.2, 0.8]}, ["a@0#0", "a@0#1", "a@0#2"], {"a": (1, 1)}),
+    ("single-trajectory-group-is-never-mixed", {"a": [1], "b": [0]}, [], {}),
+    (
+        "only-mixed-groups-among-several",
+        {"a": [1, 1], "b": [0, 1], "c": [0, 0], "d": [0.9, 0.1]},
+        ["b@0#0", "b@0#1", "d@0#0", "d@0#1"],
+        {"b": (1, 1), "d": (1, 1)},
+    ),
+]
+
+
+@pytest.mark.parametrize("case_id,step,expected,counts", CASES, ids=[c[0] for c in CASES])
+def test_boundary_groups(case_id, step, expected, counts):
+    det = BoundaryDetector()
+    [sigs] = walk(det, [step])
+    assert marked([sigs]) == [expected]
+    for s in sigs:
+        ev = s.evidence
+        assert s.kind == "boundary"
+        assert (ev["successes"], ev["failures"]) == counts[s.task_id]
+        assert ev["group_size"] == len(step[s.task_id])
+        assert ev["group_scores"] == [float(x) for x in step[s.task_id]]
+        assert ev["group_trajectory_ids"] == [f"{s.task_id}@0#{i}" for i in range(len(step[s.task_id]))]
+        assert ev["score"] == float(step[s.task_id][int(s.trajectory_id.split("#")[1])])
+
+
+def test_boundary_has_no_memory_between_steps():
+    det = BoundaryDetector()
+    sigs = walk(det, [{"a": [1, 1]}, {"a": [0, 0]}, {"a": [1, 0]}])
+    assert marked(sigs) == [[], [], ["a@2#0", "a@2#1"]]
+    assert det.state_dict() == {}
+
+
+def test_reason_sentence():
+    [[first, _]] = walk(BoundaryDetector(), [{"a": [1, 0]}])
+    assert first.reason == (
+        "The 2 trajectories of task 'a' at step 0 mix 1 success(es) (> 0.5) with 1 failure(s) (< 0.5): "
+        "the policy is at its decision boundary on this task; this trajectory scored 1.00."
+    )
+
+
+def test_options_and_state_are_strict():
+    with pytest.raises(ValidationError):
+        BoundaryOptions(threshold=0.4)  # type: ignore[call-arg]
+    with pytest.raises(ValueError, match="stateless"):
+        BoundaryDetector().load_state_dict({"x": 1})
+    BoundaryDetector().load_state_dict({})
+
+
+def test_empty_step():
+    assert BoundaryDetector().observe([], None, 0) == []  # type: ignore[arg-type]
