@@ -1,0 +1,599 @@
+"""GRPO (paper Eq. 1) on Hugging Face Accelerate.
+
+One ``step(groups)`` is: group-normalised advantages per task, then ``epochs`` passes over the
+groups split into ``mini_batches`` optimiser steps, each accumulated over micro-batches of at
+most ``micro_batch_size`` sequences. The importance ratio uses the log-probabilities recorded
+at sampling time as pi_old; the KL term compares with a frozen copy of the policy.
+
+The same code runs in one process and under ``accelerate launch`` / ``torchrun``: every process
+receives its own groups (the core loop splits the tasks), losses are normalised with totals
+counted over all processes, and DDP averages the gradients, so the update equals the one a
+single process would make on all the groups.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import time
+from pathlib import Path
+from typing import Any, ClassVar, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from coevolve_sdk.algorithm import Algorithm
+from coevolve_sdk.context import RunContext
+from coevolve_sdk.types import RolloutGroup, Task
+
+__all__ = ["GRPO", "GRPOOptions", "WarmStartOptions"]
+
+
+class WarmStartOptions(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    steps: int = Field(100, ge=0, description="Optimiser steps of supervised fine-tuning on reference actions (0 = skip).")
+    lr: float = Field(1e-5, gt=0, description="Learning rate (AdamW, constant). The tiny CPU demo uses about 3e-3.")
+    batch_size: int = Field(8, ge=1, description="Conversations per optimiser step (over all processes).")
+    max_grad_norm: float | None = Field(1.0, gt=0)
+    reset_reference: bool = Field(True, description="Take the KL reference from the warm-started model (else: the initial one).")
+
+
+class GRPOOptions(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    lr: float = Field(1e-6, gt=0, description="AdamW learning rate (paper: 1e-6 for 4B-30B models; the tiny CPU demo needs ~1e-3).")
+    betas: tuple[float, float] = (0.9, 0.999)
+    weight_decay: float = Field(0.0, ge=0)
+    adam_eps: float = Field(1e-8, gt=0)
+    clip_low: float = Field(0.20, ge=0, lt=1, description="epsilon_low: the ratio is clipped below at 1 - clip_low (paper: 0.20).")
+    clip_high: float = Field(0.28, ge=0, description="epsilon_high: the ratio is clipped above at 1 + clip_high (paper: 0.28).")
+    beta: float = Field(1e-3, ge=0, description="KL coefficient (paper: 1e-3). 0 loads no reference model.")
+    kl_estimator: Literal["k1", "k2", "k3"] = Field("k3", description="Per-token KL estimator; k3 = exp(ref-logp) - (ref-logp) - 1.")
+    scale_advantages: bool = Field(True, description="Divide R - mean by the group's std (+eps); False = Dr. GRPO's R - mean.")
+    advantage_eps: float = Field(1e-6, gt=0)
+    loss_norm: Literal["group_tokens", "sequence_mean", "token_mean", "constant"] = Field(
+        "group_tokens",
+        description="group_tokens: paper (per group, divide by its total tokens; mean over groups); "
+        "sequence_mean: original GRPO; token_mean: DAPO; constant: Dr. GRPO.",
+    )
+    norm_constant: float = Field(1024.0, gt=0, description="Tokens per trajectory assumed by loss_norm=constant.")
+    epochs: int = Field(1, ge=1, description="Passes over the step's groups.")
+    mini_batches: int = Field(1, ge=1, description="Optimiser steps per epoch; groups are split evenly (never a group in two).")
+    micro_batch_size: int = Field(16, ge=1, description="Sequences per forward/backward (gradient accumulation).")
+    max_grad_norm: float | None = Field(1.0, gt=0, description="Clip the global gradient norm (None = off).")
+    lr_schedule: Literal["constant", "cosine", "linear"] = Field("constant", description="Per training step.")
+    warmup_steps: int = Field(0, ge=0)
+    total_steps: int | None = Field(None, ge=1, description="Steps of the cosine/linear schedule (needed by those).")
+    min_lr_ratio: float = Field(0.0, ge=0, le=1, description="Floor of cosine/linear decay, as a fraction of lr.")
+    old_logprobs: Literal["recorded", "recompute"] = Field(
+        "recorded", description="pi_old: the rollout's recorded logprobs, or a no-grad forward before the update."
+    )
+    drop_equal_groups: bool = Field(False, description="Skip groups whose rewards are all equal (they carry no policy gradient).")
+    cpu: bool = Field(False, description="Force Accelerate onto the CPU (also chosen when no GPU is present).")
+    mixed_precision: Literal["no", "bf16", "fp16"] = "no"
+    seed: int | None = Field(None, description="Seed of torch's RNG (sampling); default: the run seed. Offset by the process rank.")
+    warm_start: WarmStartOptions = Field(default_factory=WarmStartOptions)
+
+
+class _Counters:
+    """Small state that travels with ``Accelerator.save_state``."""
+
+    def __init__(self) -> None:
+        self.step = 0
+        self.optimizer_steps = 0
+        self.warm_started = False
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"step": self.step, "optimizer_steps": self.optimizer_steps, "warm_started": self.warm_started}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.step = int(state["step"])
+        self.optimizer_steps = int(state["optimizer_steps"])
+        self.warm_started = bool(state["warm_started"])
+
+
+class _Seq:
+    __slots__ = ("ids", "mask", "old", "adv", "group", "ref", "cur")
+
+    def __init__(self, ids: list[int], mask: list[int], old: list[float], adv: float, group: int) -> None:
+        self.ids, self.mask, self.old, self.adv, self.group = ids, mask, old, adv, group
+        self.ref: Any = None
+        self.cur: Any = None
+
+
+class GRPO(Algorithm):
+    """Group Relative Policy Optimisation with clip-higher, a KL reference and Accelerate."""
+
+    name: ClassVar[str] = "grpo"
+    Options: ClassVar[type[BaseModel]] = GRPOOptions
+
+    def __init__(self, options: BaseModel | None = None, context: RunContext | None = None) -> None:
+        import torch
+        from accelerate import Accelerator
+
+        options = options if options is not None else GRPOOptions()
+        if context is None:
+            raise ValueError("grpo needs a RunContext whose .policy is an hf or tiny policy")
+        super().__init__(options, context)
+        o: GRPOOptions = self.options  # type: ignore[assignment]
+        policy = context.policy
+        if policy is None or not hasattr(policy, "model") or not hasattr(policy, "tokenizer"):
+            raise ValueError("grpo trains a transformers model: set context.policy to an 'hf' or 'tiny' policy first")
+        if o.lr_schedule != "constant" and o.total_steps is None:
+            raise ValueError(f"lr_schedule={o.lr_schedule!r} needs total_steps")
+        self.policy = policy
+        self.accelerator = Accelerator(cpu=o.cpu or not torch.cuda.is_available(), mixed_precision=o.mixed_precision)
+        acc = self.accelerator
+        torch.manual_seed((o.seed if o.seed is not None else context.seed) * 1009 + acc.process_index)
+        model = policy.model
+        model.train()
+        optimizer = torch.optim.AdamW(
+            [p for p in model.parameters() if p.requires_grad], lr=o.lr, betas=o.betas, eps=o.adam_eps, weight_decay=o.weight_decay
+        )
+        self.model, self.optimizer = acc.prepare(model, optimizer)
+        # The policy decodes with the bare module, which shares the wrapped model's parameters.
+        policy._model = acc.unwrap_model(self.model)
+        self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, self._lr_factor)
+        self.counters = _Counters()
+        acc.register_for_checkpointing(self.scheduler, self.counters)
+        self.ref_model: Any = None
+        if o.beta > 0:
+            self._snapshot_reference()
+        self._uses_logits_to_keep = _accepts_logits_to_keep(policy._model)
+
+    # ------------------------------------------------------------------ distribution
+    @property
+    def world_size(self) -> int:
+        return int(self.accelerator.num_processes)
+
+    @property
+    def rank(self) -> int:
+        return int(self.accelerator.process_index)
+
+    @property
+    def is_main_process(self) -> bool:
+        return bool(self.accelerator.is_main_process)
+
+    def broadcast(self, obj: Any) -> Any:
+        if self.world_size == 1:
+            return obj
+        from accelerate.utils import broadcast_object_list
+
+        box = [obj if self.is_main_process else None]
+        broadcast_object_list(box, from_process=0)
+        return box[0]
+
+    def gather(self, items: list[Any]) -> list[Any]:
+        if self.world_size == 1:
+            return list(items)
+        import torch.distributed as dist
+
+        parts: list[Any] = [None] * self.world_size
+        dist.all_gather_object(parts, list(items))
+        return [x for part in parts for x in part]
+
+    def barrier(self) -> None:
+        self.accelerator.wait_for_everyone()
+
+    def _sum(self, values: list[float]) -> list[float]:
+        """Sum a few numbers over all processes."""
+        if self.world_size == 1:
+            return list(values)
+        import torch
+
+        t = torch.tensor(values, dtype=torch.float64, device=self.accelerator.device)
+        return self.accelerator.reduce(t, reduction="sum").tolist()
+
+    def _max(self, value: int) -> int:
+        if self.world_size == 1:
+            return value
+        import torch
+
+        t = torch.tensor([value], dtype=torch.long, device=self.accelerator.device)
+        return int(self.accelerator.gather(t).max().item())
+
+    # ------------------------------------------------------------------ schedule and reference
+    def _lr_factor(self, step: int) -> float:
+        o: GRPOOptions = self.options  # type: ignore[assignment]
+        if o.warmup_steps and step < o.warmup_steps:
+            return (step + 1) / o.warmup_steps
+        if o.lr_schedule == "constant":
+            return 1.0
+        total = max(1, (o.total_steps or 1) - o.warmup_steps)
+        progress = min(1.0, (step - o.warmup_steps) / total)
+        if o.lr_schedule == "cosine":
+            decay = 0.5 * (1.0 + math.cos(math.pi * progress))
+        else:
+            decay = 1.0 - progress
+        return o.min_lr_ratio + (1.0 - o.min_lr_ratio) * decay
+
+    def _snapshot_reference(self) -> None:
+        ref = copy.deepcopy(self.accelerator.unwrap_model(self.model))
+        ref.eval()
+        for p in ref.parameters():
+            p.requires_grad_(False)
+        self.ref_model = ref
+
+    # ------------------------------------------------------------------ forward
+    def _batch(self, seqs: list[_Seq]) -> tuple[Any, Any, Any, int]:
+        """Right-padded ids, attention mask and loss mask; and the first position with a loss."""
+        import torch
+
+        pad = self.policy.tokenizer.pad_token_id
+        width = max(len(s.ids) for s in seqs)
+        ids = torch.full((len(seqs), width), pad, dtype=torch.long)
+        attn = torch.zeros((len(seqs), width), dtype=torch.long)
+        mask = torch.zeros((len(seqs), width), dtype=torch.float32)
+        first = width
+        for r, s in enumerate(seqs):
+            n = len(s.ids)
+            ids[r, :n] = torch.tensor(s.ids, dtype=torch.long)
+            attn[r, :n] = 1
+            m = torch.tensor(s.mask[:n], dtype=torch.float32)
+            m[0] = 0.0  # the first token has no prediction
+            mask[r, :n] = m
+            nz = torch.nonzero(m)
+            if len(nz):
+                first = min(first, int(nz[0]))
+        dev = self.accelerator.device
+        return ids.to(dev), attn.to(dev), mask.to(dev), max(1, min(first, width - 1))
+
+    def _logprobs(self, model: Any, ids: Any, attn: Any, first: int) -> Any:
+        """``lp[:, t] = log p(ids[t] | ids[:t])`` for ``t >= first`` (zeros before), shape [B, L]."""
+        import torch
+
+        from .losses import selective_logprobs
+
+        width = ids.shape[1]
+        keep = width - first + 1
+        if self._uses_logits_to_keep and keep < width:
+            logits = model(input_ids=ids, attention_mask=attn, logits_to_keep=keep).logits
+        else:
+            logits = model(input_ids=ids, attention_mask=attn).logits[:, first - 1 :, :]
+            keep = width - first + 1
+        lp = selective_logprobs(logits[:, :-1, :], ids[:, first:])
+        return torch.nn.functional.pad(lp, (first, 0))
+
+    def _no_grad_logprobs(self, model: Any, seqs: list[_Seq], attr: str) -> None:
+        import torch
+
+        mb = self.options.micro_batch_size  # type: ignore[attr-defined]
+        with torch.no_grad():
+            for i in range(0, len(seqs), mb):
+                chunk = seqs[i : i + mb]
+                ids, attn, _, first = self._batch(chunk)
+                lp = self._logprobs(model, ids, attn, first).float().cpu()
+                for r, s in enumerate(chunk):
+                    setattr(s, attr, lp[r, : len(s.ids)])
+
+    # ------------------------------------------------------------------ data
+    def _sequences(self, groups: list[RolloutGroup]) -> tuple[list[list[_Seq]], dict[str, float]]:
+        from .losses import group_advantages
+
+        o: GRPOOptions = self.options  # type: ignore[assignment]
+        out: list[list[_Seq]] = []
+        equal = 0
+        rewards: list[float] = []
+        for gi, g in enumerate(groups):
+            scores = [float(t.score) for t in g.trajectories]
+            rewards.extend(scores)
+            adv = group_advantages(scores, scale=o.scale_advantages, eps=o.advantage_eps)
+            if len(scores) > 0 and max(scores) - min(scores) < 1e-12:
+                equal += 1
+                if o.drop_equal_groups:
+                    continue
+            seqs = []
+            for t, a in zip(g.trajectories, adv):
+                if t.token_ids is None or t.loss_mask is None or t.logprobs is None:
+                    raise ValueError(f"trajectory {t.id} of task {g.task.id} has no token_ids/loss_mask/logprobs; roll it out with a token-level policy")
+                if not (len(t.token_ids) == len(t.loss_mask) == len(t.logprobs)):
+                    raise ValueError(f"trajectory {t.id}: token_ids, loss_mask and logprobs differ in length")
+                seqs.append(_Seq(list(t.token_ids), list(t.loss_mask), list(t.logprobs), a, gi))
+            out.append(seqs)
+        n = len(rewards)
+        stats = {
+            "groups": float(len(groups)),
+            "equal_reward_groups": float(equal),
+            "reward_sum": sum(rewards),
+            "reward_sq_sum": sum(r * r for r in rewards),
+            "trajectories": float(n),
+            "success_sum": float(sum(1 for g in groups for t in g.trajectories if t.success)),
+        }
+        return out, stats
+
+    # ------------------------------------------------------------------ one optimiser step's loss
+    def _backward_minibatch(self, groups: list[list[_Seq]], *, record_mismatch: bool) -> dict[str, float]:
+        """Forward and backward over one mini-batch (its groups), accumulating gradients.
+
+        Totals for the normalisation are summed over processes, and every process runs the
+        same number of micro-batches (empty ones run a zero-weight forward) so that DDP's
+        collective calls line up.
+        """
+        import contextlib
+
+        import torch
+
+        from .losses import grpo_token_loss, token_weights
+
+        o: GRPOOptions = self.options  # type: ignore[assignment]
+        acc = self.accelerator
+        seqs = [s for g in groups for s in g]
+        masks = []
+        for s in seqs:
+            m = torch.tensor(s.mask, dtype=torch.float32)
+            m[0] = 0.0
+            masks.append(m)
+        local = [float(sum(1 for g in groups if g)), float(len(seqs)), float(sum(float(m.sum()) for m in masks))]
+        tot_groups, tot_seqs, tot_tokens = self._sum(local)
+        weights = token_weights(
+            masks, [s.group for s in seqs], o.loss_norm,
+            total_groups=max(tot_groups, 1.0), total_sequences=max(tot_seqs, 1.0), total_tokens=max(tot_tokens, 1.0),
+            constant=o.norm_constant,
+        )
+        scale = float(self.world_size)  # DDP averages gradients over processes
+        mb = o.micro_batch_size
+        n_micro = self._max(math.ceil(len(seqs) / mb) if seqs else 0)
+        sums = {"loss": 0.0, "pg": 0.0, "kl": 0.0, "tokens": 0.0, "clipped_low": 0.0, "clipped_high": 0.0, "ratio_sum": 0.0,
+                "kl_sum": 0.0, "mismatch_abs_sum": 0.0, "mismatch_max": 0.0, "mismatch_tokens": 0.0}
+        for i in range(n_micro):
+            chunk = seqs[i * mb : (i + 1) * mb]
+            last = i == n_micro - 1
+            ctx = acc.no_sync(self.model) if (not last and self.world_size > 1) else contextlib.nullcontext()
+            with ctx:
+                if not chunk:
+                    # Keep the collectives in step with the other processes: a forward whose
+                    # loss is zero still produces (zero) gradients for every parameter.
+                    dummy = torch.full((1, 2), self.policy.tokenizer.pad_token_id, dtype=torch.long, device=acc.device)
+                    out = self.model(input_ids=dummy).logits
+                    acc.backward(out.sum() * 0.0)
+                    continue
+                ids, attn, _, first = self._batch(chunk)
+                lp = self._logprobs(self.model, ids, attn, first)
+                width = ids.shape[1]
+                dev = ids.device
+                w = torch.zeros((len(chunk), width), device=dev)
+                old = torch.zeros((len(chunk), width), device=dev)
+                ref = torch.zeros((len(chunk), width), device=dev) if o.beta > 0 else None
+                adv = torch.tensor([s.adv for s in chunk], dtype=torch.float32, device=dev)
+                for r, s in enumerate(chunk):
+                    n = len(s.ids)
+                    w[r, :n] = weights[i * mb + r][:n].to(dev)
+                    old_r = s.cur if (o.old_logprobs == "recompute" and s.cur is not None) else torch.tensor(s.old, dtype=torch.float32)
+                    old[r, :n] = old_r[:n].to(dev)
+                    if ref is not None:
+                        ref[r, :n] = s.ref[:n].to(dev)
+                loss, st = grpo_token_loss(
+                    lp, old, adv, w, clip_low=o.clip_low, clip_high=o.clip_high, beta=o.beta, ref_logp=ref, kl_estimator=o.kl_estimator
+                )
+                acc.backward(loss * scale)
+                sums["loss"] += float(loss.detach())
+                sums["pg"] += float(st["pg_weighted"])
+                sums["kl"] += float(st["kl_weighted"])
+                for k in ("tokens", "clipped_low", "clipped_high", "ratio_sum", "kl_sum"):
+                    sums[k] += float(st[k])
+                if record_mismatch:
+                    with torch.no_grad():
+                        recorded = torch.zeros_like(lp)
+                        for r, s in enumerate(chunk):
+                            recorded[r, : len(s.ids)] = torch.tensor(s.old, dtype=torch.float32, device=dev)
+                        m = (w != 0).float()
+                        d = (lp.detach() - recorded).abs() * m
+                        sums["mismatch_abs_sum"] += float(d.sum())
+                        sums["mismatch_max"] = max(sums["mismatch_max"], float(d.max()) if d.numel() else 0.0)
+                        sums["mismatch_tokens"] += float(m.sum())
+        return sums
+
+    def loss_and_grad(self, groups: list[RolloutGroup]) -> float:
+        """Zero the gradients, then run forward and backward on ``groups`` as one mini-batch.
+
+        Leaves the gradients in the parameters and returns this process's loss. Used by tests
+        (to compare against a reference computation) and by the update-phase benchmark.
+        """
+        batches, _ = self._sequences(groups)
+        self._prepare_logprobs([s for g in batches for s in g])
+        self.optimizer.zero_grad(set_to_none=True)
+        return self._backward_minibatch(batches, record_mismatch=False)["loss"]
+
+    def _prepare_logprobs(self, seqs: list[_Seq]) -> None:
+        o: GRPOOptions = self.options  # type: ignore[assignment]
+        if o.beta > 0:
+            if self.ref_model is None:
+                self._snapshot_reference()
+            self._no_grad_logprobs(self.ref_model, seqs, "ref")
+        if o.old_logprobs == "recompute":
+            self._no_grad_logprobs(self.model, seqs, "cur")
+
+    # ------------------------------------------------------------------ the step
+    def step(self, groups: list[RolloutGroup]) -> dict[str, float]:
+        o: GRPOOptions = self.options  # type: ignore[assignment]
+        acc = self.accelerator
+        t0 = time.perf_counter()
+        self.model.train()
+        batches, gstats = self._sequences(groups)
+        seqs = [s for g in batches for s in g]
+        self._prepare_logprobs(seqs)
+        # Same number of optimiser steps on every process: split the local groups into exactly
+        # `mini_batches` parts (some may be empty).
+        parts: list[list[list[_Seq]]] = [batches[i :: o.mini_batches] for i in range(o.mini_batches)]
+        totals: dict[str, float] = {}
+        grad_norms: list[float] = []
+        for epoch in range(o.epochs):
+            for pi, part in enumerate(parts):
+                sums = self._backward_minibatch(part, record_mismatch=(epoch == 0 and (pi == 0 or o.old_logprobs == "recompute")))
+                if o.max_grad_norm is not None:
+                    gn = acc.clip_grad_norm_(self.model.parameters(), o.max_grad_norm)
+                    grad_norms.append(float(gn))
+                self.optimizer.step()
+                self.optimizer.zero_grad(set_to_none=True)
+                self.counters.optimizer_steps += 1
+                for k, v in sums.items():
+                    totals[k] = max(totals.get(k, 0.0), v) if k == "mismatch_max" else totals.get(k, 0.0) + v
+        lr = float(self.scheduler.get_last_lr()[0])
+        self.scheduler.step()
+        self.counters.step += 1
+        keys = ["tokens", "clipped_low", "clipped_high", "ratio_sum", "kl_sum", "mismatch_abs_sum", "mismatch_tokens", "loss", "pg", "kl"]
+        g = self._sum([totals.get(k, 0.0) for k in keys] + [gstats[k] for k in ("groups", "equal_reward_groups", "reward_sum", "reward_sq_sum", "trajectories", "success_sum")])
+        s = dict(zip(keys + ["groups", "equal_reward_groups", "reward_sum", "reward_sq_sum", "trajectories", "success_sum"], g))
+        tok = max(s["tokens"], 1.0)
+        n = max(s["trajectories"], 1.0)
+        mean_r = s["reward_sum"] / n
+        updates = max(1, o.epochs * o.mini_batches)
+        elapsed = time.perf_counter() - t0
+        metrics = {
+            "loss": s["loss"] / updates,
+            "pg_loss": s["pg"] / updates,
+            "kl_loss": s["kl"] / updates,
+            "kl": s["kl_sum"] / tok,
+            "ratio_mean": s["ratio_sum"] / tok,
+            "clip_frac_low": s["clipped_low"] / tok,
+            "clip_frac_high": s["clipped_high"] / tok,
+            "clip_frac": (s["clipped_low"] + s["clipped_high"]) / tok,
+            "reward_mean": mean_r,
+            "reward_std": math.sqrt(max(0.0, s["reward_sq_sum"] / n - mean_r * mean_r)),
+            "success_rate": s["success_sum"] / n,
+            "groups": s["groups"],
+            "equal_reward_groups": s["equal_reward_groups"],
+            "equal_reward_frac": s["equal_reward_groups"] / max(s["groups"], 1.0),
+            "trained_tokens": s["tokens"] / o.epochs,
+            "logprob_mismatch_mean": s["mismatch_abs_sum"] / max(s["mismatch_tokens"], 1.0),
+            "lr": lr,
+            "optimizer_steps": float(updates),
+            "update_seconds": elapsed,
+            "update_tokens_per_s": s["tokens"] / elapsed if elapsed > 0 else 0.0,
+        }
+        if grad_norms:
+            metrics["grad_norm"] = sum(grad_norms) / len(grad_norms)
+        metrics["logprob_mismatch_max"] = float(totals.get("mismatch_max", 0.0))
+        return metrics
+
+    # ------------------------------------------------------------------ warm start (behaviour cloning)
+    def warm_start_examples(self, tasks: list[Task]) -> list[tuple[list[int], list[int]]]:
+        """Replay each task's reference actions in a fresh environment and tokenise the
+        conversation, the actions as assistant turns: ``(token_ids, loss_mask)`` per task."""
+        policy = self.policy
+        examples: list[tuple[list[int], list[int]]] = []
+        for task in tasks:
+            if not task.reference_actions:
+                continue
+            env = self.context.new_env()
+            try:
+                _, info = env.reset(seed=self.context.seed, options={"task": task})
+                ids = list(policy.encode_prompt(info["messages"], info["tools"]))
+                mask = [0] * len(ids)
+                for a_i, action in enumerate(task.reference_actions):
+                    comp = policy.encode_completion(action)
+                    ids += comp
+                    mask += [1] * len(comp)
+                    _, _, terminated, truncated, info = env.step(action)
+                    if terminated or truncated or a_i == len(task.reference_actions) - 1:
+                        break
+                    follow = policy.encode_followup(info.get("messages", []))
+                    ids += follow
+                    mask += [0] * len(follow)
+            finally:
+                try:
+                    env.close()
+                except Exception:
+                    pass
+            if len(ids) > policy.max_context:
+                continue
+            examples.append((ids, mask))
+        return examples
+
+    def warm_start(self, tasks: list[Task]) -> dict[str, float]:
+        """Supervised fine-tuning on the seed tasks' reference actions (loss on agent tokens).
+
+        Uses its own AdamW (the GRPO optimiser state is untouched). Every process builds the
+        same examples and draws the same batches; each trains on its share of every batch and
+        the token-mean loss is normalised over the whole batch, so the update does not depend
+        on the number of processes.
+        """
+        import torch
+
+        ws = self.options.warm_start  # type: ignore[attr-defined]
+        if ws.steps == 0:
+            return {"warm_start_steps": 0.0}
+        examples = self.warm_start_examples(tasks)
+        if not examples:
+            raise ValueError("warm start: none of the tasks has reference actions that fit the context")
+        acc = self.accelerator
+        params = [p for p in self.model.parameters() if p.requires_grad]
+        opt = torch.optim.AdamW(params, lr=ws.lr, weight_decay=0.0)
+        gen = torch.Generator().manual_seed(self.context.seed + 17)
+        losses: list[float] = []
+        t0 = time.perf_counter()
+        self.model.train()
+        tokens = 0.0
+        for _ in range(ws.steps):
+            idx = torch.randint(len(examples), (ws.batch_size,), generator=gen).tolist()
+            mine = idx[self.rank :: self.world_size]
+            seqs = [_Seq(examples[i][0], examples[i][1], [0.0] * len(examples[i][0]), 0.0, 0) for i in mine]
+            local_tok = sum(max(0, sum(s.mask[1:])) for s in seqs)
+            (total_tok,) = self._sum([float(local_tok)])
+            total_tok = max(total_tok, 1.0)
+            if seqs:
+                ids, attn, mask, first = self._batch(seqs)
+                lp = self._logprobs(self.model, ids, attn, first)
+                loss = -(lp * mask).sum() / total_tok
+            else:
+                dummy = torch.full((1, 2), self.policy.tokenizer.pad_token_id, dtype=torch.long, device=acc.device)
+                loss = self.model(input_ids=dummy).logits.sum() * 0.0
+            acc.backward(loss * self.world_size)
+            if ws.max_grad_norm is not None:
+                acc.clip_grad_norm_(params, ws.max_grad_norm)
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+            (glob,) = self._sum([float(loss.detach())])
+            losses.append(glob)
+            tokens += total_tok
+        self.counters.warm_started = True
+        if self.options.beta > 0 and ws.reset_reference:  # type: ignore[attr-defined]
+            self._snapshot_reference()
+        head = losses[: max(1, len(losses) // 10)]
+        tail = losses[-max(1, len(losses) // 10) :]
+        return {
+            "warm_start_steps": float(ws.steps),
+            "warm_start_examples": float(len(examples)),
+            "warm_start_loss_first": sum(head) / len(head),
+            "warm_start_loss_last": sum(tail) / len(tail),
+            "warm_start_tokens": tokens,
+            "warm_start_seconds": time.perf_counter() - t0,
+        }
+
+    # ------------------------------------------------------------------ checkpoints
+    def save(self, path: Path) -> None:
+        """Accelerate state (model, optimiser, scheduler, counters, RNG) under ``accelerate/``,
+        the policy as ``save_pretrained`` under ``policy/`` and the KL reference under
+        ``reference/``. Call on every process."""
+        import torch
+
+        path = Path(path)
+        acc = self.accelerator
+        acc.save_state(str(path / "accelerate"))
+        state = acc.get_state_dict(self.model)
+        if acc.is_main_process:
+            self.policy.save(path / "policy", state_dict=state)
+            if self.ref_model is not None:
+                (path / "reference").mkdir(parents=True, exist_ok=True)
+                torch.save(self.ref_model.state_dict(), path / "reference" / "reference.pt")
+        acc.wait_for_everyone()
+
+    def load(self, path: Path) -> None:
+        import torch
+
+        path = Path(path)
+        self.accelerator.load_state(str(path / "accelerate"))
+        ref_file = path / "reference" / "reference.pt"
+        if self.options.beta > 0 and ref_file.exists():  # type: ignore[attr-defined]
+            if self.ref_model is None:
+                self._snapshot_reference()
+            self.ref_model.load_state_dict(torch.load(ref_file, map_location=self.accelerator.device, weights_only=True))
+
+
+def _accepts_logits_to_keep(model: Any) -> bool:
+    import inspect
+
+    try:
+        return "logits_to_keep" in inspect.signature(model.forward).parameters
+    except (TypeError, ValueError):
+        return False

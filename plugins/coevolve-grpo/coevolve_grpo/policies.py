@@ -1,0 +1,447 @@
+"""Policies backed by Hugging Face transformers: ``hf`` (any causal LM) and ``tiny`` (offline).
+
+Both render conversations with the tokenizer's chat template and sample with their own
+KV-cached decoding loop rather than ``model.generate``: the loop records, for every sampled
+token, its log-probability under the *raw* logits (temperature 1, no top-k/top-p), which is
+what the importance ratio of GRPO needs, while keeping only one ``[batch, vocab]`` slice of
+logits alive (``generate(output_logits=True)`` keeps all of them, which does not fit for a
+150k vocabulary). It is also leaner per step than ``generate``.
+
+torch and transformers are imported when a policy is built, never at module import.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, ClassVar, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from coevolve_sdk.context import RunContext
+from coevolve_sdk.policy import Generation, Policy
+
+__all__ = ["HFPolicy", "TinyPolicy", "HFPolicyOptions", "TinyPolicyOptions"]
+
+_DTYPES = Literal["auto", "float32", "bfloat16", "float16"]
+
+# Conversation used as a prefix when rendering follow-up messages: the part of the rendering
+# after the prefix's last end-of-turn token is exactly what the follow-up adds.
+_PREFIX = [{"role": "user", "content": "x"}, {"role": "assistant", "content": "y"}]
+
+
+class HFPolicyOptions(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    model: str = Field(description="Hub id or local path of a causal LM (AutoModelForCausalLM).")
+    tokenizer: str | None = Field(None, description="Hub id or path of the tokenizer; defaults to `model`.")
+    chat_template: str | None = Field(
+        None, description="Jinja chat template (or a path to a .jinja file) replacing the tokenizer's own."
+    )
+    dtype: _DTYPES = Field("auto", description="Weights dtype; auto = bfloat16 on a GPU that supports it, else float32.")
+    device: str = Field("auto", description="auto = cuda if available, else cpu. Under the grpo algorithm Accelerate decides.")
+    trust_remote_code: bool = False
+    attn_implementation: str | None = Field(None, description="e.g. sdpa, flash_attention_2; None = transformers' default.")
+    max_context: int = Field(4096, ge=16, description="Longest token sequence the policy is asked to handle.")
+    max_batch_size: int | None = Field(None, ge=1, description="Prompts decoded together at most; None = all at once.")
+    seed: int | None = Field(None, description="Seed torch's RNG once when the policy is built.")
+
+
+class TinyPolicyOptions(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    hidden_size: int = Field(64, ge=16, le=1024, description="Width of the Qwen3 model (64-128 for CPU tests).")
+    layers: int = Field(2, ge=1, le=24)
+    heads: int = Field(4, ge=1)
+    kv_heads: int = Field(2, ge=1)
+    intermediate_size: int | None = Field(None, ge=16, description="MLP width; default 4 x hidden_size.")
+    vocab_size: int = Field(1024, ge=300, le=65536, description="Target size of the trained BPE vocabulary.")
+    sample_actions: int = Field(32, ge=0, description="Random valid actions drawn from the environment for the tokenizer corpus.")
+    extra_texts: list[str] = Field(default_factory=list, description="More texts for the tokenizer corpus.")
+    init_from: str | None = Field(None, description="Directory of a saved tiny policy (save_pretrained) to start from.")
+    max_context: int = Field(2048, ge=16)
+    max_batch_size: int | None = Field(None, ge=1)
+    seed: int = Field(0, description="Seed of the weight initialisation (identical on every process).")
+    device: str = Field("auto")
+
+
+class HFPolicy(Policy):
+    """Any causal LM from the hub or a local path, with its tokenizer and chat template.
+
+    Exposes ``model`` (the ``PreTrainedModel``) and ``tokenizer`` for the algorithm. The
+    algorithm may wrap the model for distributed training; the policy keeps decoding with the
+    bare module, which shares its parameters.
+    """
+
+    name: ClassVar[str] = "hf"
+    Options: ClassVar[type[BaseModel]] = HFPolicyOptions
+
+    def __init__(self, options: BaseModel | None = None, context: RunContext | None = None) -> None:
+        self.options = options if options is not None else self.Options()
+        self.context = context
+        self.max_context = self.options.max_context
+        self._model: Any = None
+        self._tokenizer: Any = None
+        #: The module decoding runs through; the algorithm may point it at a wrapped model.
+        self.gen_model: Any = None
+        self._build()
+
+    # ------------------------------------------------------------------ construction
+    def _build(self) -> None:
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        o = self.options
+        if o.seed is not None:
+            torch.manual_seed(o.seed)
+        tok = AutoTokenizer.from_pretrained(o.tokenizer or o.model, trust_remote_code=o.trust_remote_code)
+        if o.chat_template:
+            tpl = o.chat_template
+            if not ("{%" in tpl or "{{" in tpl) and Path(tpl).exists():
+                tpl = Path(tpl).read_text(encoding="utf-8")
+            tok.chat_template = tpl
+        if not getattr(tok, "chat_template", None):
+            raise ValueError(
+                f"tokenizer of '{o.tokenizer or o.model}' has no chat template; pass options.chat_template "
+                "(a Jinja string or a .jinja file)"
+            )
+        kwargs: dict[str, Any] = {"trust_remote_code": o.trust_remote_code, "dtype": _resolve_dtype(o.dtype)}
+        if o.attn_implementation:
+            kwargs["attn_implementation"] = o.attn_implementation
+        model = AutoModelForCausalLM.from_pretrained(o.model, **kwargs)
+        self._install(model, tok)
+
+    def _install(self, model: Any, tok: Any) -> None:
+        import torch
+
+        if tok.pad_token_id is None:
+            tok.pad_token = tok.eos_token
+        tok.padding_side = "left"
+        device = self.options.device
+        if device == "auto":
+            device = "cuda" if torch.cuda.is_available() else "cpu"
+        self._model = model.to(device)
+        self._tokenizer = tok
+        self.gen_model = None
+        eos = _end_of_turn_id(tok)
+        self.eos_token_id = eos
+        self._stop_ids = sorted({eos, *([tok.eos_token_id] if tok.eos_token_id is not None else [])})
+
+    @property
+    def model(self) -> Any:
+        return self._model
+
+    @property
+    def tokenizer(self) -> Any:
+        return self._tokenizer
+
+    @property
+    def device(self) -> Any:
+        return next(self.model.parameters()).device
+
+    # ------------------------------------------------------------------ rendering
+    def render(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None, *, add_generation_prompt: bool = True) -> str:
+        """The chat template's text for a conversation (what ``encode_prompt`` tokenises)."""
+        return self.tokenizer.apply_chat_template(
+            _plain(messages), tools=tools or None, add_generation_prompt=add_generation_prompt, tokenize=False
+        )
+
+    def encode_text(self, text: str) -> list[int]:
+        """Token ids of ``text`` as the model would emit it (no special tokens added)."""
+        return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+
+    def encode_prompt(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> list[int]:
+        return self.encode_text(self.render(messages, tools, add_generation_prompt=True))
+
+    def followup_text(self, messages: list[dict[str, Any]]) -> str:
+        """Text the template adds after an assistant turn's end-of-turn token for ``messages``,
+        up to and including the next assistant generation prompt."""
+        eos = self.tokenizer.convert_ids_to_tokens(self.eos_token_id)
+        before = self.render(_PREFIX, add_generation_prompt=False)
+        after = self.render(_PREFIX + _plain(messages), add_generation_prompt=True)
+        cut = before.rfind(eos)
+        if cut < 0 or not after.startswith(before[: cut + len(eos)]):
+            raise ValueError(
+                "this chat template is not prefix-preserving (rendering more messages changes the text of earlier "
+                "ones), so follow-up turns cannot be appended token by token; pass a training chat template"
+            )
+        return after[cut + len(eos) :]
+
+    def encode_followup(self, messages: list[dict[str, Any]]) -> list[int]:
+        return self.encode_text(self.followup_text(messages))
+
+    def encode_completion(self, text: str) -> list[int]:
+        """Ids of an assistant turn's content followed by the end-of-turn token (warm start)."""
+        return self.encode_text(text) + [self.eos_token_id]
+
+    def decode(self, token_ids: list[int]) -> str:
+        return self.tokenizer.decode(token_ids, skip_special_tokens=False)
+
+    # ------------------------------------------------------------------ sampling
+    def generate(
+        self,
+        prompts: list[list[int]],
+        *,
+        max_new_tokens: int,
+        temperature: float = 1.0,
+        greedy: bool = False,
+    ) -> list[Generation]:
+        out: list[Generation] = []
+        step = self.options.max_batch_size or max(1, len(prompts))
+        for i in range(0, len(prompts), step):
+            out.extend(self._generate_batch(prompts[i : i + step], max_new_tokens, temperature, greedy))
+        return out
+
+    def _generate_batch(self, prompts: list[list[int]], max_new_tokens: int, temperature: float, greedy: bool) -> list[Generation]:
+        import torch
+
+        if not prompts:
+            return []
+        if any(len(p) == 0 for p in prompts):
+            raise ValueError("generate() got an empty prompt")
+        model = self.gen_model if self.gen_model is not None else self.model
+        device = self.device
+        greedy = greedy or temperature <= 0.0
+        b = len(prompts)
+        width = max(len(p) for p in prompts)
+        pad = self.tokenizer.pad_token_id
+        ids = torch.full((b, width), pad, dtype=torch.long)
+        mask = torch.zeros((b, width), dtype=torch.long)
+        for r, p in enumerate(prompts):  # left padding: every row's last prompt token sits at the end
+            ids[r, width - len(p) :] = torch.tensor(p, dtype=torch.long)
+            mask[r, width - len(p) :] = 1
+        ids, mask = ids.to(device), mask.to(device)
+        stop = torch.tensor(self._stop_ids, device=device)
+        new_tokens = torch.full((b, max_new_tokens), pad, dtype=torch.long, device=device)
+        new_lp = torch.zeros((b, max_new_tokens), dtype=torch.float32, device=device)
+        done = torch.zeros(b, dtype=torch.bool, device=device)
+        lengths = torch.zeros(b, dtype=torch.long, device=device)
+        was_training = model.training
+        model.eval()
+        try:
+            with torch.inference_mode():
+                # Positions count from 0 at the left edge for every row; RoPE only sees
+                # differences, so left padding shifts nothing but the (masked) pads.
+                positions = torch.arange(width, device=device).unsqueeze(0).expand(b, -1)
+                cache_kw = _cache_keyword(self.model)
+                res = model(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True)
+                cache = getattr(res, cache_kw)
+                logits = res.logits[:, -1, :].float()
+                for t in range(max_new_tokens):
+                    logp = torch.log_softmax(logits, dim=-1)
+                    if greedy:
+                        tok = logits.argmax(dim=-1)
+                    else:
+                        probs = torch.softmax(logits / temperature, dim=-1) if temperature != 1.0 else logp.exp()
+                        tok = torch.multinomial(probs, 1).squeeze(1)
+                    tok = torch.where(done, torch.full_like(tok, pad), tok)
+                    new_tokens[:, t] = tok
+                    new_lp[:, t] = torch.where(done, 0.0, logp.gather(1, tok[:, None]).squeeze(1))
+                    lengths += (~done).long()
+                    done = done | torch.isin(tok, stop)
+                    if bool(done.all()) or t == max_new_tokens - 1:
+                        break
+                    mask = torch.cat([mask, torch.ones((b, 1), dtype=mask.dtype, device=device)], dim=1)
+                    pos = torch.full((b, 1), width + t, dtype=torch.long, device=device)
+                    res = model(input_ids=tok[:, None], attention_mask=mask, position_ids=pos, use_cache=True, **{cache_kw: cache})
+                    cache = getattr(res, cache_kw)
+                    logits = res.logits[:, -1, :].float()
+        finally:
+            if was_training:
+                model.train()
+        toks = new_tokens.cpu().tolist()
+        lps = new_lp.cpu().tolist()
+        lens = lengths.cpu().tolist()
+        stops = set(self._stop_ids)
+        gens: list[Generation] = []
+        for r in range(b):
+            n = lens[r]
+            seq = toks[r][:n]
+            finished = bool(n > 0 and seq[-1] in stops)
+            text_ids = seq[:-1] if finished else seq
+            gens.append(Generation(token_ids=seq, logprobs=lps[r][:n], text=self.decode(text_ids), finished=finished))
+        return gens
+
+    # ------------------------------------------------------------------ persistence
+    def save(self, path: Path, state_dict: dict[str, Any] | None = None) -> None:
+        """``save_pretrained`` of model and tokenizer: the folder opens with
+        ``AutoModelForCausalLM.from_pretrained`` and ``AutoTokenizer.from_pretrained``."""
+        path = Path(path)
+        path.mkdir(parents=True, exist_ok=True)
+        self.model.save_pretrained(path, state_dict=state_dict)
+        self.tokenizer.save_pretrained(path)
+
+    def load(self, path: Path) -> None:
+        """Load weights saved by ``save`` into the existing model (so wrappers that share its
+        parameters, such as the algorithm's, stay valid) and the saved tokenizer."""
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        path = Path(path)
+        loaded = AutoModelForCausalLM.from_pretrained(path, dtype=next(self.model.parameters()).dtype)
+        missing, unexpected = self.model.load_state_dict(loaded.state_dict(), strict=False)
+        real_missing = [k for k in missing if not k.endswith("lm_head.weight")]
+        if real_missing or unexpected:
+            raise ValueError(f"checkpoint {path} does not match the model: missing {real_missing[:5]}, unexpected {unexpected[:5]}")
+        tok = AutoTokenizer.from_pretrained(path)
+        tok.padding_side = "left"
+        self._tokenizer = tok
+
+
+class TinyPolicy(HFPolicy):
+    """A small Qwen3 built from a config, with a BPE tokenizer trained on the environment's texts.
+
+    Nothing is downloaded. The tokenizer corpus is the environment's task queries and reference
+    actions, its tool schemas, its opening messages and a few random valid actions (from
+    ``context.new_env()``), plus a short corpus shipped with the package and the chat template's
+    fixed strings. Everything is deterministic: the same environment gives the same tokenizer and,
+    with the same ``seed``, the same initial weights on every process.
+
+    The model and tokenizer are built on first use, so ``texts_for_tokenizer`` can still add texts.
+    """
+
+    name: ClassVar[str] = "tiny"
+    Options: ClassVar[type[BaseModel]] = TinyPolicyOptions
+
+    def __init__(self, options: BaseModel | None = None, context: RunContext | None = None) -> None:
+        self._extra_texts: list[str] = []
+        super().__init__(options, context)
+
+    def _build(self) -> None:  # lazy: see _ensure
+        return None
+
+    def texts_for_tokenizer(self, texts: list[str]) -> None:
+        if self._model is not None:
+            self.context_log("tiny policy: the tokenizer is already built; extra texts are ignored")
+            return
+        self._extra_texts.extend(texts)
+
+    def context_log(self, msg: str) -> None:
+        (self.context.log if self.context is not None else print)(msg)
+
+    def _ensure(self) -> None:
+        if self._model is not None:
+            return
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer, Qwen3Config, Qwen3ForCausalLM
+
+        from .tokenizer import env_texts, train_tokenizer
+
+        o = self.options
+        if o.init_from:
+            tok = AutoTokenizer.from_pretrained(o.init_from)
+            model = AutoModelForCausalLM.from_pretrained(o.init_from, dtype=torch.float32)
+            self._install(model, tok)
+            return
+        texts: list[str] = []
+        if self.context is not None and self.context.make_env is not None:
+            env = self.context.new_env()
+            try:
+                texts = env_texts(env, sample_actions=o.sample_actions, seed=o.seed)
+            finally:
+                try:
+                    env.close()
+                except Exception:
+                    pass
+        tok = train_tokenizer(texts + list(o.extra_texts) + self._extra_texts, vocab_size=o.vocab_size)
+        if o.hidden_size % o.heads or o.heads % o.kv_heads:
+            raise ValueError("tiny policy: hidden_size must be divisible by heads, and heads by kv_heads")
+        cfg = Qwen3Config(
+            vocab_size=len(tok),
+            hidden_size=o.hidden_size,
+            intermediate_size=o.intermediate_size or 4 * o.hidden_size,
+            num_hidden_layers=o.layers,
+            num_attention_heads=o.heads,
+            num_key_value_heads=o.kv_heads,
+            head_dim=o.hidden_size // o.heads,
+            max_position_embeddings=max(o.max_context, 256),
+            tie_word_embeddings=True,
+            pad_token_id=tok.pad_token_id,
+            eos_token_id=tok.eos_token_id,
+            bos_token_id=None,
+        )
+        # A private generator keeps the initial weights independent of whatever used the global
+        # RNG before, and identical on every process.
+        state = torch.random.get_rng_state()
+        torch.manual_seed(o.seed)
+        try:
+            model = Qwen3ForCausalLM(cfg)
+        finally:
+            torch.random.set_rng_state(state)
+        model.generation_config.pad_token_id = tok.pad_token_id
+        model.generation_config.eos_token_id = tok.eos_token_id
+        self._install(model, tok)
+
+    @property
+    def model(self) -> Any:
+        self._ensure()
+        return self._model
+
+    @property
+    def tokenizer(self) -> Any:
+        self._ensure()
+        return self._tokenizer
+
+    def encode_prompt(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> list[int]:
+        self._ensure()
+        return super().encode_prompt(messages, tools)
+
+    def generate(self, prompts: list[list[int]], **kw: Any) -> list[Generation]:  # type: ignore[override]
+        self._ensure()
+        return super().generate(prompts, **kw)
+
+    @property  # type: ignore[override]
+    def eos_token_id(self) -> int:
+        self._ensure()
+        return self._eos
+
+    @eos_token_id.setter
+    def eos_token_id(self, value: int) -> None:
+        self._eos = value
+
+
+# ---------------------------------------------------------------------- helpers
+def _resolve_dtype(name: str) -> Any:
+    import torch
+
+    if name == "auto":
+        if torch.cuda.is_available() and torch.cuda.is_bf16_supported():
+            return torch.bfloat16
+        return torch.float32
+    return {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}[name]
+
+
+def _cache_keyword(model: Any) -> str:
+    """transformers 5.x renamed ``past_key_values`` to ``cache`` (in inputs and outputs)."""
+    import inspect
+
+    try:
+        params = inspect.signature(model.forward).parameters
+    except (TypeError, ValueError):
+        return "past_key_values"
+    return "cache" if "cache" in params else "past_key_values"
+
+
+def _end_of_turn_id(tok: Any) -> int:
+    """The token that closes an assistant turn: ``<|im_end|>`` or ``<|eot_id|>`` when the
+    vocabulary has one, else the tokenizer's eos."""
+    vocab = tok.get_vocab()
+    for name in ("<|im_end|>", "<|eot_id|>", "<end_of_turn>", "<|end|>"):
+        if name in vocab:
+            return int(vocab[name])
+    if tok.eos_token_id is None:
+        raise ValueError("tokenizer has neither an end-of-turn token nor an eos token")
+    return int(tok.eos_token_id)
+
+
+def _plain(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Messages as the template expects them: content always a string."""
+    out = []
+    for m in messages:
+        m = dict(m)
+        c = m.get("content")
+        if c is None:
+            m["content"] = ""
+        elif not isinstance(c, str):
+            m["content"] = json.dumps(c, ensure_ascii=False)
+        out.append(m)
+    return out
