@@ -71,6 +71,7 @@ DEFAULT_ACTION_FORMAT = (
 )
 
 MAX_REPLY_CHARS = 200_000
+_MAX_DECODE_ATTEMPTS = 500
 _THINK = re.compile(r"<think>.*?(?:</think>|$)", re.DOTALL | re.IGNORECASE)
 _FENCE = re.compile(r"```[a-zA-Z0-9_-]*[ \t]*\n(.*?)```", re.DOTALL)
 _ACTION = re.compile(r"<action>(.*?)</action>", re.DOTALL | re.IGNORECASE)
@@ -94,7 +95,8 @@ def extract_json(text: Any, expect: type | tuple[type, ...] = dict) -> Any:
     """The first JSON value of type ``expect`` found in a model reply.
 
     Looks in fenced code blocks first, then anywhere in the text (models often wrap the JSON in
-    prose). Never evaluates anything. Raises :class:`ReplyParseError` (and nothing else) when the
+    prose). Never evaluates anything. The work is bounded (at most 500 decode attempts, replies up
+    to ``MAX_REPLY_CHARS``), so a hostile reply costs little. Raises :class:`ReplyParseError` (and nothing else) when the
     reply is not a string, is empty, is too long or holds no such JSON value.
     """
     if not isinstance(text, str):
@@ -105,14 +107,14 @@ def extract_json(text: Any, expect: type | tuple[type, ...] = dict) -> Any:
     if not body:
         raise ReplyParseError("reply is empty")
     want = expect if isinstance(expect, tuple) else (expect,)
-    opener = "".join(sorted({"{" if t is dict else "[" for t in want if t in (dict, list)})) or "{["
+    opener = "{["  # both, so that a reply holding the wrong kind of JSON gets a precise message
     decoder = json.JSONDecoder()
     candidates = [m.group(1) for m in _FENCE.finditer(body)] + [body]
     found_other: str | None = None
     attempts = 0
     for chunk in candidates:
         pos = 0
-        while attempts < 500:
+        while attempts < _MAX_DECODE_ATTEMPTS:
             idx = min((i for i in (chunk.find(c, pos) for c in opener) if i >= 0), default=-1)
             if idx < 0:
                 break
