@@ -34,6 +34,9 @@ __all__ = [
 #: and huge integers make some backends (``MathAPI.power``) compute for minutes.
 MAX_INT = 10**15
 MAX_DEPTH = 20
+#: A message that opens like ``[name(`` is taken as an attempt at a python-style call list
+#: (and reported if it does not parse); anything else without ``<tool_call>`` is an answer.
+_CALL_LIST_START = re.compile(r"\[\s*[A-Za-z_][\w.]*\s*\(")
 _FENCE = re.compile(r"^```[a-zA-Z]*\s*\n?(.*?)\n?```$", re.DOTALL)
 
 
@@ -56,7 +59,7 @@ def _python_list_text(text: str) -> str | None:
     m = _FENCE.match(s)
     if m:
         s = m.group(1).strip()
-    if s.startswith("[") and s.endswith("]") and "(" in s:
+    if _CALL_LIST_START.match(s):
         return s
     return None
 

@@ -130,6 +130,7 @@ class BFCLMultiTurnEnv(AgentEnv):
         if split not in ("train", "test", "all"):
             raise ValueError(f"unknown split '{split}'; BFCL splits are 'train', 'test' and 'all'")
         if split not in self._tasks_cache:
+            _bfcl.module("utils", self._run_dir)  # BFCL_PROJECT_ROOT -> <run_dir>/bfcl when given
             out = []
             for e in _bfcl.load_entries(self.opts.category):
                 side = split_of(e["id"], self.opts.test_fraction)
