@@ -1,0 +1,46 @@
+# The two commands of the README:
+#   make demo   set up .venv and run CoEvolve on BFCL offline (examples/bfcl-tiny.yaml)
+#   make test   set up .venv and run the whole test suite
+# Set-up uses pip and pins torch==2.13.0 (the CPU build on this machine; a bare `torch`
+# would pull a multi-GB CUDA build).
+
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PIP := $(PY) -m pip
+STAMP := $(VENV)/.coevolve-installed
+CONFIG ?= examples/bfcl-tiny.yaml
+RUN_DIR ?= runs/bfcl-tiny
+
+PLUGINS := plugins/coevolve-signals plugins/coevolve-grpo plugins/coevolve-bfcl plugins/coevolve-appworld plugins/coevolve-vllm examples/plugins/coevolve-kvstore
+SETUP_INPUTS := pyproject.toml $(wildcard $(addsuffix /pyproject.toml,$(PLUGINS))) Makefile
+
+.PHONY: setup demo test docs clean-run
+
+setup: $(STAMP)
+
+$(STAMP): $(SETUP_INPUTS)
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PIP) install -q --upgrade pip
+	$(PIP) install -q torch==2.13.0
+	bash scripts/install-plugins.sh $(PY)
+	touch $(STAMP)
+
+demo: setup
+	@if [ -f $(RUN_DIR)/run.sqlite ] && [ ! -f $(RUN_DIR)/report.html ]; then \
+		echo "Resuming the unfinished run in $(RUN_DIR)"; $(VENV)/bin/coevolve run --resume $(RUN_DIR); \
+	elif [ -f $(RUN_DIR)/report.html ]; then \
+		echo "$(RUN_DIR) holds a finished run; its report is $(RUN_DIR)/report.html (make clean-run to start over)"; \
+	else \
+		$(VENV)/bin/coevolve run $(CONFIG) --set run_dir=$(RUN_DIR); \
+	fi
+
+test: setup
+	$(PY) -m pytest -q; rc=$$?; \
+	if [ $$rc -eq 5 ]; then echo "pytest collected no tests: failing on purpose"; exit 1; fi; exit $$rc
+
+docs: setup
+	$(VENV)/bin/mkdocs build --strict
+
+clean-run:
+	rm -rf $(RUN_DIR)

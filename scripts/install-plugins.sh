@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Install the core with its extras and every plugin of this repository into the given Python's
+# environment, editable. torch must already be installed (pinned) by the caller.
+set -euo pipefail
+PY=${1:-python}
+cd "$(dirname "$0")/.."
+$PY -m pip install -q -e ".[llm,report,docs,dev]"
+$PY -m pip install -q -e examples/plugins/coevolve-kvstore
+for p in plugins/coevolve-signals plugins/coevolve-grpo; do
+  [ -f "$p/pyproject.toml" ] && $PY -m pip install -q -e "$p"
+done
+if [ -f plugins/coevolve-bfcl/pyproject.toml ]; then
+  $PY -m pip install -q -e plugins/coevolve-bfcl
+fi
+if [ -f plugins/coevolve-appworld/pyproject.toml ]; then
+  $PY -m pip install -q -e plugins/coevolve-appworld
+fi
+# coevolve-vllm is installed without vllm itself (CUDA-only, pins its own torch): the adapter's
+# CPU tests need only its own code.
+if [ -f plugins/coevolve-vllm/pyproject.toml ]; then
+  $PY -m pip install -q --no-deps -e plugins/coevolve-vllm
+fi
+$PY -m pip check || true

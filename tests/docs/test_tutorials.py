@@ -1,0 +1,26 @@
+"""Every code block of the tutorials runs, or is marked as needing a GPU or an API key."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.docs.runner import blocks, run_page, unmarked_data_blocks
+
+DOCS = Path(__file__).resolve().parents[2] / "docs"
+TUTORIALS = sorted((DOCS / "tutorials").glob("*.md"))
+
+
+@pytest.mark.parametrize("page", TUTORIALS, ids=lambda p: p.name)
+def test_no_unmarked_code(page: Path) -> None:
+    assert not unmarked_data_blocks(page), f"{page.name}: data blocks without a file:/needs:/skip: marker"
+    for b in blocks(page):
+        if b.marker in ("needs",):
+            assert b.arg in ("gpu", "api-key"), f"{page.name}: 'needs' must say gpu or api-key, got {b.arg!r}"
+
+
+def test_environment_plugin_tutorial_runs(tmp_path: Path) -> None:
+    out = run_page(DOCS / "tutorials" / "environment-plugin.md", tmp_path)
+    assert any("cart" in o for o in out)
+    assert (tmp_path / "runs" / "cart" / "report.html").exists()
