@@ -49,9 +49,24 @@ def _cli_reference() -> str:
     out: list[str] = []
 
     def walk(cmd: click.Command, path: str) -> None:
-        ctx = click.Context(cmd, info_name=path)
         out.append(f"\n### `{path}`\n")
-        out.append("```text\n" + cmd.get_help(ctx).replace("\x1b", "") + "\n```")
+        out.append((cmd.help or "").strip().split("\n\n")[0] + "\n")
+        ctx = click.Context(cmd, info_name=path)
+        pieces = [p.make_metavar(ctx) if isinstance(p, click.Argument) else "" for p in cmd.params]
+        usage = " ".join(x for x in [path, "[OPTIONS]" if any(isinstance(p, click.Option) for p in cmd.params) else "", *pieces] if x)
+        if isinstance(cmd, click.Group):
+            usage += " COMMAND"
+        out.append(f"```text\n{usage}\n```\n")
+        rows = []
+        for p in cmd.params:
+            if isinstance(p, click.Option) and p.name == "help":
+                continue
+            names = ", ".join(f"`{o}`" for o in p.opts) if isinstance(p, click.Option) else f"`{p.human_readable_name}`"
+            helptext = (getattr(p, "help", None) or "").replace("|", "\\|")
+            default = "" if p.default in (None, (), []) or p.required else f" (default: `{p.default}`)"
+            rows.append(f"| {names} | {helptext}{default} |")
+        if rows:
+            out.append("| argument / option | meaning |\n|---|---|\n" + "\n".join(rows) + "\n")
         if isinstance(cmd, click.Group):
             for name in sorted(cmd.commands):
                 walk(cmd.commands[name], f"{path} {name}")
