@@ -1,0 +1,147 @@
+"""The hf/tiny policies: rendering in pieces, sampling logprobs, persistence."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from coevolve_sdk.actions import format_tool_call
+from coevolve_sdk.rollout import EnvPool, RolloutSettings, collect_groups
+from coevolve_grpo.testing import BUTTONS, PickToolEnv
+
+from .conftest import make_context, tiny_policy
+
+
+@pytest.fixture(scope="module")
+def pol(tiny_dir, tmp_path_factory):
+    return tiny_policy(make_context(tmp_path_factory.mktemp("p"), max_steps=3), tiny_dir)
+
+
+def _opening():
+    env = PickToolEnv(max_steps=3)
+    _, info = env.reset(options={"task": env.target_task()})
+    return info["messages"], info["tools"]
+
+
+_text = st.text(alphabet=st.characters(min_codepoint=32, max_codepoint=0x24F, exclude_characters="<>"), max_size=30)
+_action = st.one_of(st.sampled_from(BUTTONS).map(lambda b: format_tool_call(b, {})), _text)
+_reply = st.one_of(_text.map(lambda t: {"role": "tool", "content": t}), _text.map(lambda t: {"role": "user", "content": t}))
+
+
+@given(turns=st.lists(st.tuples(_action, st.lists(_reply, min_size=1, max_size=2)), min_size=1, max_size=3))
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+def test_prompt_plus_completions_plus_followups_equals_whole_rendering(pol, turns):
+    opening, tools = _opening()
+    ids = pol.encode_prompt(opening, tools)
+    messages = list(opening)
+    for action, replies in turns:
+        ids = ids + pol.encode_completion(action)
+        ids = ids + pol.encode_followup(replies)
+        messages += [{"role": "assistant", "content": action}] + replies
+    whole = pol.render(messages, tools, add_generation_prompt=True)
+    assert pol.decode(ids) == whole
+    assert ids == pol.encode_text(whole)
+
+
+def test_rollout_tokens_match_the_rendered_conversation(pol):
+    torch.manual_seed(1)
+    env = PickToolEnv(max_steps=3)
+    groups = collect_groups(pol, EnvPool(lambda: PickToolEnv(max_steps=3)), [env.target_task()], RolloutSettings(group_size=6, max_new_tokens=12, temperature=1.0), 0)
+    checked = 0
+    for t in groups[0].trajectories:
+        assert len(t.token_ids) == len(t.loss_mask) == len(t.logprobs)
+        assert len(t.steps) >= 1 and t.info["turns"] == len(t.steps)
+        text = pol.decode(t.token_ids)
+        whole = pol.render(t.messages, [x.as_openai() for x in env.tools()], add_generation_prompt=False)
+        assert whole.startswith(text)
+        agent = [tok for tok, m in zip(t.token_ids, t.loss_mask) if m]
+        assert all(lp == 0.0 for lp, m in zip(t.logprobs, t.loss_mask) if not m)
+        assert all(lp <= 0.0 for lp, m in zip(t.logprobs, t.loss_mask) if m)
+        assert len(agent) == t.info["generated_tokens"]
+        checked += 1
+    assert checked == 6
+
+
+def test_generate_logprobs_are_raw_teacher_forced_logprobs(pol):
+    torch.manual_seed(0)
+    opening, tools = _opening()
+    p1 = pol.encode_prompt(opening, tools)
+    p2 = pol.encode_prompt(opening[1:], [])
+    p3 = p2[: len(p2) // 2]
+    prompts = [p1, p2, p3]
+    gens = pol.generate(prompts, max_new_tokens=20, temperature=0.7)
+    model = pol.model
+    for p, g in zip(prompts, gens):
+        assert len(g.token_ids) == len(g.logprobs) >= 1
+        seq = torch.tensor([p + g.token_ids])
+        with torch.no_grad():
+            logits = model(input_ids=seq).logits[0].float()
+        lp = torch.log_softmax(logits[len(p) - 1 : -1], -1).gather(1, torch.tensor(g.token_ids)[:, None])[:, 0]
+        assert torch.allclose(lp, torch.tensor(g.logprobs), atol=1e-4), (lp, g.logprobs)
+        eos = pol.eos_token_id
+        assert g.finished == (g.token_ids[-1] == eos)
+        assert eos not in g.token_ids[:-1]
+        assert g.text == pol.decode(g.token_ids[:-1] if g.finished else g.token_ids)
+        if not g.finished:
+            assert len(g.token_ids) == 20
+
+
+def test_greedy_follows_the_argmax(pol):
+    opening, tools = _opening()
+    p = pol.encode_prompt(opening, tools)
+    g = pol.generate([p], max_new_tokens=8, greedy=True)[0]
+    ids = list(p)
+    for tok in g.token_ids:
+        with torch.no_grad():
+            nxt = int(pol.model(input_ids=torch.tensor([ids])).logits[0, -1].argmax())
+        assert tok == nxt
+        ids.append(tok)
+
+
+def test_save_opens_with_auto_classes_and_as_hf_policy(pol, tmp_path):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from coevolve_grpo.policies import HFPolicy
+
+    pol.save(tmp_path / "ck")
+    model = AutoModelForCausalLM.from_pretrained(tmp_path / "ck")
+    tok = AutoTokenizer.from_pretrained(tmp_path / "ck")
+    x = torch.tensor([pol.encode_text("Press the right button.")])
+    with torch.no_grad():
+        assert torch.equal(model(input_ids=x).logits, pol.model(input_ids=x).logits)
+    assert tok.chat_template == pol.tokenizer.chat_template
+    hf = HFPolicy(HFPolicy.Options(model=str(tmp_path / "ck"), device="cpu"), make_context(tmp_path))
+    opening, tools = _opening()
+    assert hf.encode_prompt(opening, tools) == pol.encode_prompt(opening, tools)
+    assert hf.eos_token_id == pol.eos_token_id
+
+
+def test_tokenizer_is_deterministic_and_fitted_to_the_environment(tmp_path):
+    from coevolve_grpo.tokenizer import env_texts, train_tokenizer
+
+    a = train_tokenizer(env_texts(PickToolEnv()), vocab_size=600)
+    b = train_tokenizer(env_texts(PickToolEnv()), vocab_size=600)
+    a.save_pretrained(tmp_path / "a")
+    b.save_pretrained(tmp_path / "b")
+    assert json.loads((tmp_path / "a" / "tokenizer.json").read_text()) == json.loads((tmp_path / "b" / "tokenizer.json").read_text())
+    # Specials are single tokens; a button call is short.
+    for s in ("<|im_end|>", "<tool_call>", "</tool_call>", "<|im_start|>"):
+        assert len(a(s, add_special_tokens=False)["input_ids"]) == 1
+    assert len(a(format_tool_call("press_blue", {}), add_special_tokens=False)["input_ids"]) <= 20
+
+
+def test_tiny_policy_builds_from_the_environment(tmp_path):
+    from coevolve_grpo.policies import TinyPolicy
+
+    ctx = make_context(tmp_path)
+    pol = TinyPolicy(TinyPolicy.Options(hidden_size=96, heads=4, kv_heads=2), ctx)
+    cfg = pol.model.config
+    assert (cfg.hidden_size, cfg.num_hidden_layers, cfg.model_type) == (96, 2, "qwen3")
+    assert pol.tokenizer.convert_ids_to_tokens(pol.eos_token_id) == "<|im_end|>"
+    with pytest.raises(ValueError):
+        TinyPolicy(TinyPolicy.Options(hidden_size=100, heads=3), ctx).model
