@@ -4,11 +4,11 @@
 the paper, an OpenAI model, ``hosted_vllm/...`` or ``ollama/...`` servers). For each signal:
 
 1. **reflect** — the signalled trajectory goes to the model, which answers with a JSON object
-   parsed strictly into :class:`~coevolve_sdk.types.ExplorationContext`;
+   parsed strictly into ``coevolve_sdk.types.ExplorationContext``;
 2. **explore** — several independent rounds of several steps in a fresh instance of the real
    environment; at each step the model sees the guidance template of the signal's kind, the
    context, the tools, the task's opening messages and the round's history, and proposes one
-   action, which the environment executes (a :class:`~coevolve_sdk.types.Triplet` per step);
+   action, which the environment executes (a ``coevolve_sdk.types.Triplet`` per step);
 3. **abstract** — the exploration runs go to the model, which answers with a JSON list of
    candidate tasks (query, reference actions, completion criterion);
 4. **judge** (optional) — the strict judge of the paper, answering ``Success: true/false``.
@@ -16,7 +16,7 @@ the paper, an OpenAI model, ``hosted_vllm/...`` or ``ollama/...`` servers). For 
 Robustness is the point of this module. Requests are retried with exponential backoff on rate
 limits, timeouts, connection errors and 5xx; a thread-safe semaphore bounds the requests in
 flight; a budget in calls, tokens and dollars raises
-:class:`~coevolve_sdk.errors.BudgetExhausted` when spent, and that is the only exception the
+``coevolve_sdk.errors.BudgetExhausted`` when spent, and that is the only exception the
 stages let out. Every other failure (a request that kept failing, a malformed or empty reply,
 an environment that raised) is counted in ``failures`` and in the usage meter, and the stage
 returns what it has (an empty list, or a context built from the trajectory alone).
@@ -96,7 +96,7 @@ def extract_json(text: Any, expect: type | tuple[type, ...] = dict) -> Any:
 
     Looks in fenced code blocks first, then anywhere in the text (models often wrap the JSON in
     prose). Never evaluates anything. The work is bounded (at most 500 decode attempts, replies up
-    to ``MAX_REPLY_CHARS``), so a hostile reply costs little. Raises :class:`ReplyParseError` (and nothing else) when the
+    to ``MAX_REPLY_CHARS``), so a hostile reply costs little. Raises ``ReplyParseError`` (and nothing else) when the
     reply is not a string, is empty, is too long or holds no such JSON value.
     """
     if not isinstance(text, str):
@@ -136,7 +136,7 @@ def extract_json(text: Any, expect: type | tuple[type, ...] = dict) -> Any:
 
 def extract_action(text: Any) -> str:
     """The action in an exploration reply: the last ``<action>...</action>`` block, or else the
-    ``<tool_call>`` blocks written outside any tags. Raises :class:`ReplyParseError`."""
+    ``<tool_call>`` blocks written outside any tags. Raises ``ReplyParseError``."""
     if not isinstance(text, str):
         raise ReplyParseError(f"reply is {type(text).__name__}, not text")
     body = _strip_reasoning(text)
@@ -415,7 +415,7 @@ def _retryable(litellm: Any) -> tuple[type[BaseException], ...]:
 
 class TeacherCallError(CoEvolveError):
     """A request that failed for good: retries exhausted, or an error retrying cannot fix
-    (authentication, bad request). Raised by :meth:`LiteLLMTeacher.complete`; the stages catch
+    (authentication, bad request). Raised by ``LiteLLMTeacher.complete``; the stages catch
     it and count a failure, so it never reaches the evolution stage from them."""
 
 
@@ -435,7 +435,7 @@ class LiteLLMTeacher(Teacher):
     ``failures`` lists a reason for every stage that failed (``"reflect: reply holds no JSON
     object"``) and ``last_error`` holds the newest one; ``dropped`` lists candidates discarded
     before validation (too few actions, duplicates) with the reason. Budget exhaustion is counted there too,
-    and raised as :class:`~coevolve_sdk.errors.BudgetExhausted`.
+    and raised as ``coevolve_sdk.errors.BudgetExhausted``.
     """
 
     name = "litellm"
@@ -614,7 +614,7 @@ class LiteLLMTeacher(Teacher):
         raise TeacherCallError("no attempt was made")  # pragma: no cover - the loop always returns or raises
 
     async def acomplete(self, stage: str, messages: list[dict[str, str]]) -> str:
-        """The async twin of :meth:`complete` (``litellm.acompletion``; one semaphore per event loop)."""
+        """The async twin of ``complete`` (``litellm.acompletion``; one semaphore per event loop)."""
         litellm = _litellm()
         retryable = _retryable(litellm)
         kw = self._request(stage, messages)
@@ -714,7 +714,7 @@ class LiteLLMTeacher(Teacher):
         return self._fallback_context(signal, trajectory, task, self.last_error or "")
 
     async def areflect(self, signal: Signal, trajectory: Trajectory, task: Task) -> ExplorationContext:
-        """:meth:`reflect` over ``litellm.acompletion``, for reflecting on many signals concurrently."""
+        """``reflect`` over ``litellm.acompletion``, for reflecting on many signals concurrently."""
         try:
             reply = await self.acomplete("reflect", self._reflect_messages(signal, trajectory, task))
             return self._context_from_reply(signal, trajectory, reply)

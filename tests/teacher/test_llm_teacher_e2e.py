@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import REFLECTION, SEED_ACTIONS, good_teacher
+from .teacher_script import REFLECTION, SEED_ACTIONS, good_teacher
 
 from coevolve_sdk.llm_teacher import LiteLLMTeacher, LiteLLMTeacherOptions
 from coevolve_sdk.teacher import usage_meter
@@ -73,7 +73,7 @@ def test_signal_becomes_admitted_tasks(scripted, env, seed_task, signalled):
 
 
 def KVEnvFresh():
-    from teacher_kv_env import KVEnv
+    from .teacher_kv_env import KVEnv
 
     return KVEnv()
 

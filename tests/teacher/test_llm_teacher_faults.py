@@ -6,7 +6,7 @@ import json
 import pickle
 
 import pytest
-from conftest import REFLECTION, good_teacher
+from .teacher_script import REFLECTION, good_teacher
 
 from coevolve_sdk.actions import format_tool_call
 from coevolve_sdk.errors import BudgetExhausted, CoEvolveError
@@ -182,7 +182,7 @@ def test_impossible_actions_are_rejected_by_validation_with_a_reason(scripted, e
     triplets = teacher.explore(env, seed_task, ctx)
     cands = teacher.abstract(env, seed_task, triplets, ctx, set())
     assert len(cands) == 2
-    from teacher_kv_env import KVEnv
+    from .teacher_kv_env import KVEnv
 
     verdicts = [Validator().validate(KVEnv(), c, seed_task, set())[0] for c in cands]
     assert [v.accepted for v in verdicts] == [False, False]

@@ -127,7 +127,7 @@ def test_user_template_dir_overrides_and_versions(tmp_path, scripted, env, seed_
     (tmp_path / "reflect-mine2.md").write_text("<!-- system -->\nBe terse.\n<!-- user -->\nTask: {{task_query}}\nReply JSON.")
     with pytest.raises(ConfigError, match="no prompt template reflect-mine2.md"):
         LiteLLMTeacher(LiteLLMTeacherOptions(model="scripted/x", prompt_version="mine2"))
-    from conftest import good_teacher
+    from .teacher_script import good_teacher
 
     provider = scripted(good_teacher)
     t = LiteLLMTeacher(LiteLLMTeacherOptions(model="scripted/x", prompt_version="mine2", prompt_dir=str(tmp_path), rounds=1))
