@@ -144,6 +144,9 @@ def parse_action(text: str) -> ParsedAction:
             raise ActionParseError(f"tool call could not be read ({type(e).__name__})") from None
         return ParsedAction(calls=calls, positional=[[] for _ in calls], fmt="tool_call")
     src = _python_list_text(text)
+    if src is None and _FENCE.match(text.strip()):
+        raise ActionParseError(
+            "code is never run here; call tools with <tool_call> blocks (or a [func(arg=value)] list)")
     if src is not None:
         calls, positional = parse_python_calls(src)
         return ParsedAction(calls=calls, positional=positional, fmt="python" if calls else "none")

@@ -255,53 +255,58 @@ class BFCLMultiTurnEnv(AgentEnv):
             return self._after([{"role": "user", "content": f"Error: {msg}"}], error=msg, had_calls=True)
         if not parsed.calls:
             return self._end_turn([])
+        # Check every call first: a message with any call that cannot run is refused as a whole,
+        # so the state never half-changes and the agent gets one clear error.
+        checked: list[tuple[str, dict[str, Any]]] = []
+        problems: list[str] = []
+        for call, pos in zip(parsed.calls, parsed.positional):
+            try:
+                checked.append((call.name, self._check(call.name, call.arguments, pos)))
+            except CallError as e:
+                problems.append(str(e))
+            except Exception as e:  # a checker bug must not take the episode down
+                problems.append(f"the arguments of '{call.name[:60]}' could not be checked ({type(e).__name__})")
+        if problems:
+            msg = "nothing was run. " + " | ".join(problems)
+            return self._after([{"role": "tool", "name": "error", "content": f"Error: {msg}"}],
+                               error=msg, had_calls=True)
         messages: list[dict[str, Any]] = []
         errors: list[str] = []
         names: list[str] = []
         executed: list[str] = []
-        for call, pos in zip(parsed.calls, parsed.positional):
-            text, err, call_str = self._execute(call.name, call.arguments, pos)
-            if call_str is not None:
-                executed.append(call_str)
-                names.append(call.name)
+        for name, args in checked:
+            text, err = self._run(name, args)
+            executed.append(canonical_call(name, args))
+            names.append(name)
             if err:
-                errors.append(f"{call.name[:60]}: {err}")
+                errors.append(f"{name}: {err}")
             if self.opts.max_observation_chars and len(text) > self.opts.max_observation_chars:
                 text = text[: self.opts.max_observation_chars] + " ...(cut)"
-            messages.append({"role": "tool", "name": call.name[:100], "content": text})
-        if executed:
-            self._calls[self._turn].append(executed)
-            self._version += 1
+            messages.append({"role": "tool", "name": name, "content": text})
+        self._calls[self._turn].append(executed)
+        self._version += 1
         return self._after(messages, error="; ".join(errors) or None, had_calls=True, tool_names=names,
                            info={"calls": executed})
 
-    def _execute(self, name: str, arguments: dict[str, Any], positional: list[Any]) -> tuple[str, str | None, str | None]:
-        """Run one call. Returns (observation, error or None, canonical call if executed)."""
+    def _check(self, name: str, arguments: dict[str, Any], positional: list[Any]) -> dict[str, Any]:
+        """The keyword arguments to call ``name`` with, or ``CallError`` saying why not."""
         if name not in self._visible and name not in self._hidden:
-            msg = f"there is no tool named '{name[:80]}' right now"
-            return f"Error: {msg}.", msg, None
-        inst = self._instances[self._owner[name]]
-        method = getattr(inst, name, None)
+            raise CallError(f"there is no tool named '{name[:80]}' right now")
+        method = getattr(self._instances[self._owner[name]], name, None)
         if method is None:
-            msg = f"tool '{name}' is not implemented by the backend"
-            return f"Error: {msg}.", msg, None
-        try:
-            args = check_arguments(name, method, self._docs[name], arguments, positional)
-        except CallError as e:
-            return f"Error: {e}", str(e), None
-        except Exception as e:
-            msg = f"the arguments of '{name}' could not be checked ({type(e).__name__})"
-            return f"Error: {msg}", msg, None
-        call_str = canonical_call(name, args)
+            raise CallError(f"tool '{name}' is not implemented by the backend")
+        return check_arguments(name, method, self._docs[name], arguments, positional)
+
+    def _run(self, name: str, args: dict[str, Any]) -> tuple[str, str | None]:
+        """Call the backend method. Returns (observation, error or None)."""
+        method = getattr(self._instances[self._owner[name]], name)
         try:
             result = method(**copy.deepcopy(args))
         except Exception as e:  # BFCL's executor reports backend exceptions the same way
-            return f"Error during execution: {e}", f"{type(e).__name__}: {str(e)[:200]}", call_str
+            return f"Error during execution: {e}", f"{type(e).__name__}: {str(e)[:200]}"
         text = format_result(result)
-        err = None
-        if isinstance(result, dict) and "error" in result:
-            err = str(result["error"])[:300]
-        return text, err, call_str
+        err = str(result["error"])[:300] if isinstance(result, dict) and "error" in result else None
+        return text, err
 
     def _after(self, messages: list[dict[str, Any]], error: str | None, had_calls: bool,
                tool_names: list[str] | None = None, info: dict[str, Any] | None = None) -> Outcome:
