@@ -7,7 +7,7 @@ import pytest
 
 from coevolve_sdk.signals import CompetenceHistory
 from coevolve_signals import BoundaryDetector, ForgettingDetector, RareDetector, RareOptions, StepBatch
-from signals_testkit import groups_of, record
+from tests.signals.signals_testkit import groups_of, record
 
 
 @pytest.mark.parametrize(

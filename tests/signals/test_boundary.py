@@ -6,7 +6,7 @@ import pytest
 from pydantic import ValidationError
 
 from coevolve_signals import BoundaryDetector, BoundaryOptions
-from signals_testkit import marked, walk
+from tests.signals.signals_testkit import marked, walk
 
 # (case id, one step's groups, expected marked trajectory ids, expected (successes, failures) of
 #  the marked groups by task)

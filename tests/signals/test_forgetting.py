@@ -7,7 +7,7 @@ from pydantic import ValidationError
 
 from coevolve_sdk.signals import CompetenceHistory
 from coevolve_signals import ForgettingDetector, ForgettingOptions
-from signals_testkit import group, marked, walk
+from tests.signals.signals_testkit import group, marked, walk
 
 # (case id, window W, steps, expected marked trajectory ids per step, expected evidence window of
 #  the first signal of each step that has one)

@@ -16,7 +16,7 @@ from coevolve_signals import (
     RareDetector,
     RareOptions,
 )
-from signals_testkit import groups_of, record, tid
+from tests.signals.signals_testkit import groups_of, record, tid
 
 SETTINGS = settings(max_examples=80, deadline=None)
 

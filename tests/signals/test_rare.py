@@ -6,7 +6,7 @@ import pytest
 from pydantic import ValidationError
 
 from coevolve_signals import RareDetector, RareOptions
-from signals_testkit import marked, walk
+from tests.signals.signals_testkit import marked, walk
 
 
 def pats(step_patterns: list[str], task: str = "a") -> dict:
