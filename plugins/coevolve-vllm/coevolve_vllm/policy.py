@@ -131,6 +131,7 @@ class VLLMPolicy(HFPolicy):
         self._gen_seconds = 0.0
         self._probe_ids: list[int] | None = None
         self._hooks: list[Any] = []
+        self._hooked_model: Any = None
         self._attach_trainer_hooks()
 
     # ------------------------------------------------------------------ trainer side
@@ -138,9 +139,13 @@ class VLLMPolicy(HFPolicy):
         (self.context.log if self.context is not None else print)(msg)
 
     def _attach_trainer_hooks(self) -> None:
-        import torch
+        from torch.optim.optimizer import register_optimizer_step_post_hook
 
+        for h in self._hooks:
+            h.remove()
+        self._hooks.clear()
         model = self.model
+        self._hooked_model = model
         self._param_ids = {id(p) for p in model.parameters()}
         self._weights_version = self._version_sum()
         ref = weakref.ref(self)
@@ -159,7 +164,7 @@ class VLLMPolicy(HFPolicy):
             if me is not None and not me._in_own_forward and me.engine is not None:
                 me.engine.sleep()  # the training phase begins: give the memory back
 
-        self._hooks.append(torch.optim.optimizer.register_optimizer_step_post_hook(on_optimizer_step))
+        self._hooks.append(register_optimizer_step_post_hook(on_optimizer_step))
         self._hooks.append(model.register_forward_pre_hook(on_forward))
 
     def _version_sum(self) -> int:
@@ -254,6 +259,11 @@ class VLLMPolicy(HFPolicy):
 
     def _ready(self) -> None:
         """Wake the engine and bring its weights up to date before sampling."""
+        if self.model is not self._hooked_model:
+            # The algorithm swapped the module (e.g. the unwrapped one after Accelerate's
+            # prepare): follow it, and treat the engine as stale.
+            self._attach_trainer_hooks()
+            self._stale = True
         eng = self._ensure_engine()
         eng.wake()
         if self._needs_sync():
