@@ -112,10 +112,10 @@ def test_infinite_loop_is_stopped_by_the_time_limit(make_env):
 
 
 def test_memory_limit_fails_the_execution_not_the_worker(make_env):
-    env = make_env(memory_mb=3072)
+    env = make_env()
     env.reset(options={"task": task_by_id(env, PLAYLIST_TASK)})
     pid = env.worker.pid
-    obs, *_ = env.step(fence("blob = bytearray(8 * 1024 ** 3)"))
+    obs, *_ = env.step(fence("blob = bytearray(16 * 1024 ** 3)"))
     assert "MemoryError" in obs
     obs, *_ = env.step(fence("print('still here')"))
     assert "still here" in obs and env.worker.pid == pid

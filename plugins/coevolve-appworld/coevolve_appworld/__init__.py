@@ -10,3 +10,9 @@ APPWORLD_VERSION = "0.1.3.post1"
 """The pinned AppWorld release: the synthetic-task builder relies on its on-disk layout."""
 
 __all__ = ["APPWORLD_VERSION"]
+
+# Import the SDK before any submodule of this package: ``import coevolve_sdk`` registers every
+# installed environment with gymnasium, which imports ``coevolve_appworld.env``. If a user's
+# first import were ``coevolve_appworld.env`` itself, that registration would meet a half-
+# imported module and ``gymnasium.make("coevolve/appworld-v0")`` would fail later.
+import coevolve_sdk as _coevolve_sdk  # noqa: E402,F401

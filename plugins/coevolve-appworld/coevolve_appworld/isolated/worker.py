@@ -107,6 +107,8 @@ def _supervisor_task(world) -> dict:
             answer = json.loads(answer)
         except ValueError:
             pass
+    if record.status is None or answer == "<<NOT_GIVEN>>":
+        answer = None  # only complete_task(answer=...) gives an answer; the column's default is a marker
     return {"status": _plain(record.status), "answer": _plain(answer)}
 
 
