@@ -280,8 +280,12 @@ def eval_cmd(
     run_dir: Path = typer.Argument(..., help="A run folder; its last checkpoint is evaluated."),
     split: Optional[str] = typer.Option(None, help="Split to evaluate (default: the config's eval.split)."),
     max_tasks: Optional[int] = typer.Option(None, help="Evaluate at most this many tasks."),
+    set_: list[str] = typer.Option([], "--set", help="Override a config value, e.g. --set environment.options.category=miss_func."),
 ) -> None:
-    """Evaluate a run's last checkpoint greedily on a split and print the accuracy."""
+    """Evaluate a run's last checkpoint greedily on a split and print the accuracy.
+
+    With --set the environment's options can differ from training's, e.g. to score the same
+    checkpoint on each BFCL category in turn."""
     from .checkpoint import latest_checkpoint
     from .loop import CoEvolveLoop, load_run_config
     from .progress import Progress
@@ -289,6 +293,10 @@ def eval_cmd(
 
     try:
         cfg = load_run_config(run_dir)
+        if set_:
+            from .config import load_config
+
+            cfg = load_config(run_dir / "config.yaml", {**_parse_sets(set_), "run_dir": str(run_dir)})
         loop = CoEvolveLoop(cfg, resume=True, progress=Progress(enabled=False))
         ckpt = latest_checkpoint(run_dir / "checkpoints")
         if ckpt is not None:
@@ -304,6 +312,7 @@ def eval_cmd(
     res.pop("trajectories")
     res["checkpoint"] = ckpt.name if ckpt else None
     res["split"] = split or cfg.eval.split
+    res["environment"] = {"name": cfg.environment.name, **cfg.environment.options}
     console.print_json(json.dumps(res))
 
 

@@ -18,6 +18,7 @@ An implementer writes ``tasks``, ``tools``, ``begin``, ``act``, ``score`` and
 
 from __future__ import annotations
 
+import inspect
 import traceback
 from abc import ABC, abstractmethod
 from typing import Any, ClassVar
@@ -82,6 +83,20 @@ class AgentEnv(gym.Env[str, str], ABC):
         self.messages: list[dict[str, Any]] = []
         self.steps: list[Step] = []
         self.done = False
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        # Register with gymnasium as soon as the class exists. This also covers the import
+        # order where a plugin's own module is imported before coevolve_sdk has finished
+        # loading plugins (the registry then cannot see the half-imported class yet).
+        if cls.name and not inspect.isabstract(cls):
+            try:
+                import gymnasium
+
+                if cls.gym_id() not in gymnasium.registry:
+                    gymnasium.register(id=cls.gym_id(), entry_point=cls)
+            except Exception:  # registration is a convenience; never break a class definition
+                pass
 
     # ------------------------------------------------------------------ implementer's part
     @abstractmethod

@@ -90,6 +90,7 @@ class Registry:
         self.failures: list[PluginFailure] = []
         self.conflicts: dict[tuple[str, str], list[ComponentInfo]] = {}
         self._components: dict[str, dict[str, ComponentInfo]] | None = None
+        self._transient = False
         self._register_module("coevolve_sdk.builtins", source="built-in", distribution="coevolve-sdk")
         if self.load_entry_points:
             self._load_entry_points()
@@ -167,6 +168,9 @@ class Registry:
     def _build(self) -> dict[str, dict[str, ComponentInfo]]:
         tables: dict[str, dict[str, ComponentInfo]] = {k: {} for k in KINDS}
         self.conflicts = {}
+        # hook failures are recomputed on every build; import failures of entry points stay
+        self.failures = [f for f in self.failures if not f.error.startswith("its ")]
+        self._transient = False
         for kind, hook_name in KINDS.items():
             hook = getattr(self.pm.hook, hook_name)
             for impl in hook.get_hookimpls():
@@ -174,6 +178,9 @@ class Registry:
                 try:
                     classes = impl.function() or []
                 except Exception as e:
+                    # an ImportError here is usually a plugin module imported half-way (the user
+                    # imported the plugin before coevolve_sdk): try again on the next lookup
+                    self._transient = self._transient or isinstance(e, ImportError)
                     self.failures.append(
                         PluginFailure(impl.plugin_name, rec.distribution if rec else None,
                                       f"its {hook_name}() hook raised {type(e).__name__}: {e}",
@@ -202,7 +209,10 @@ class Registry:
     @property
     def components(self) -> dict[str, dict[str, ComponentInfo]]:
         if self._components is None:
-            self._components = self._build()
+            tables = self._build()
+            if self._transient:
+                return tables
+            self._components = tables
         return self._components
 
     def names(self, kind: str) -> list[str]:

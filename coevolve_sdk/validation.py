@@ -54,7 +54,8 @@ class Validator:
         except Exception as e:  # a teacher may propose something the environment cannot set up
             return reject(f"environment could not instantiate the task: {type(e).__name__}: {e}")
         try:
-            result = env.replay(task, candidate.reference_actions)
+            # the task's own actions: make_task may complete them (a final answer, say)
+            result = env.replay(task, task.reference_actions)
         except Exception as e:
             return reject(f"replay raised {type(e).__name__}: {e}")
         evidence = {

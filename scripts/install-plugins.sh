@@ -11,8 +11,12 @@ for p in plugins/coevolve-signals plugins/coevolve-grpo; do
 done
 if [ -f plugins/coevolve-bfcl/pyproject.toml ]; then
   $PY -m pip install -q -e plugins/coevolve-bfcl
+  # bfcl-eval's declared dependencies include torch, provider SDKs and sentence-transformers,
+  # none of which the multi-turn backends and checker use: install it without them.
+  $PY -m coevolve_bfcl.install
 fi
 if [ -f plugins/coevolve-appworld/pyproject.toml ]; then
+  # the plugin itself is light; AppWorld runs in its own virtualenv (coevolve appworld setup)
   $PY -m pip install -q -e plugins/coevolve-appworld
 fi
 # coevolve-vllm is installed without vllm itself (CUDA-only, pins its own torch): the adapter's

@@ -82,3 +82,19 @@ def test_import_is_light() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == ""
+
+
+def test_importing_a_plugin_module_first_still_registers_everything() -> None:
+    import sys
+
+    code = (
+        "from coevolve_kvstore.env import KVStoreEnv\n"
+        "import gymnasium\n"
+        "from coevolve_sdk.registry import get_registry\n"
+        "assert gymnasium.make('coevolve/kvstore-v0').unwrapped.name == 'kvstore'\n"
+        "r = get_registry()\n"
+        "assert 'kvstore' in r.names('environment'), r.failures\n"
+        "assert not [f for f in r.failures if f.plugin == 'kvstore'], r.failures\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
