@@ -228,6 +228,10 @@ class CoEvolveLoop:
             self.registry.hook.on_rollouts_collected(loop=self, step=step, groups=all_groups)
         t = time.perf_counter()
         algo_metrics = self.algorithm.step(groups)
+        # a rollout engine with its own copy of the weights (vLLM) syncs here, on every process
+        after_update = getattr(self.policy, "after_update", None)
+        if callable(after_update):
+            algo_metrics = {**algo_metrics, **(after_update() or {})}
         timings["time/update"] = time.perf_counter() - t
         if not self.main:
             self.algorithm.barrier()

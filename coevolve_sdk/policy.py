@@ -80,6 +80,11 @@ class Policy(ABC):
     def load(self, path: Path) -> None:
         """Restore what ``save`` wrote."""
 
+    def after_update(self) -> dict[str, float]:
+        """Called on every process right after each optimisation step. A rollout engine that
+        keeps its own copy of the weights (vLLM) syncs them here and returns metrics."""
+        return {}
+
     def texts_for_tokenizer(self, texts: list[str]) -> None:
         """Hook for policies that build their tokenizer from the environment's own texts."""
 
