@@ -18,12 +18,12 @@ from coevolve_grpo.testing import PickToolEnv
 
 from .conftest import make_context
 
-MAX_STEPS = 40
+MAX_STEPS = 50
 
 
 def _mean_reward(policy, pool, task, n, seed) -> float:
     torch.manual_seed(seed)
-    settings = RolloutSettings(group_size=n, max_new_tokens=24, temperature=1.0)
+    settings = RolloutSettings(group_size=n, max_new_tokens=24, temperature=0.9)
     groups = collect_groups(policy, pool, [task], settings, step=-1, seed=seed)
     return sum(groups[0].scores) / n
 
@@ -46,13 +46,13 @@ def test_grpo_raises_reward_from_below_03_to_above_09(tmp_path):
     task = env.target_task("press_blue")
     before = _mean_reward(policy, pool, task, 64, seed=10_000)
     assert before < 0.3, before
-    settings = RolloutSettings(group_size=8, max_new_tokens=24, temperature=1.0)
+    settings = RolloutSettings(group_size=8, max_new_tokens=24, temperature=0.9)
     history = []
     for step in range(MAX_STEPS):
         groups = collect_groups(policy, pool, [task] * 8, settings, step, seed=step)
         metrics = alg.step(groups)
         history.append(metrics["reward_mean"])
-        if len(history) >= 3 and sum(history[-3:]) / 3 >= 0.93:
+        if len(history) >= 3 and sum(history[-3:]) / 3 >= 0.96:
             break
     after = _mean_reward(policy, pool, task, 128, seed=20_000)
     print(f"reward before {before:.3f} after {after:.3f} in {len(history)} steps: {[round(h, 2) for h in history]}")
