@@ -79,7 +79,8 @@ def test_signal_to_admitted_bfcl_task_graded_by_the_official_checker(scripted, t
     assert task.lineage.signal_kind == "forgetting" and task.lineage.trajectory_id == traj.id
     # graded by BFCL's official multi_turn_checker, through a fresh environment
     assert make_env().replay(task, task.reference_actions).score == 1.0
-    assert make_env().replay(task, task.reference_actions[:-1]).score == 0.0
+    assert task.reference_actions[:-1] == PLAN  # the turn closes with a plain answer
+    assert make_env().replay(task, PLAN[:-1] + task.reference_actions[-1:]).score == 0.0
     reasons = [v["reason"] for v in store.verdicts(accepted=False)]
     assert reasons and ("teleport" in reasons[0] or "could not instantiate" in reasons[0])
     usage = store.usage_rows()

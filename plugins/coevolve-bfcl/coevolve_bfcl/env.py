@@ -425,8 +425,13 @@ class BFCLMultiTurnEnv(AgentEnv):
             "ground_truth": [calls],
         }
         payload = {"category": base.payload.get("category", self.opts.category), "entry": entry, "base_id": be["id"]}
+        # like the official entries' ground truth actions, the turn ends with a plain answer:
+        # an agent that imitates the reference learns to stop calling tools when it is done
+        actions = list(candidate.reference_actions)
+        if parse_action(actions[-1]).calls:
+            actions.append(END_OF_TURN_ANSWER)
         return Task(env=self.name, query=candidate.query, origin="synthetic", split="train", payload=payload,
-                    reference_actions=list(candidate.reference_actions))
+                    reference_actions=actions)
 
     # ------------------------------------------------------------------ helpers for samplers
     def instance_of(self, name: str) -> Any:
