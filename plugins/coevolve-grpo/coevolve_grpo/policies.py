@@ -126,6 +126,7 @@ class HFPolicy(Policy):
         eos = _end_of_turn_id(tok)
         self.eos_token_id = eos
         self._stop_ids = sorted({eos, *([tok.eos_token_id] if tok.eos_token_id is not None else [])})
+        self._logits_to_keep = _accepts(model, "logits_to_keep")
 
     @property
     def model(self) -> Any:
@@ -224,7 +225,9 @@ class HFPolicy(Policy):
                 # differences, so left padding shifts nothing but the (masked) pads.
                 positions = torch.arange(width, device=device).unsqueeze(0).expand(b, -1)
                 cache_kw = _cache_keyword(self.model)
-                res = model(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True)
+                # Only the last position's logits are needed to start decoding.
+                extra = {"logits_to_keep": 1} if self._logits_to_keep else {}
+                res = model(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True, **extra)
                 cache = getattr(res, cache_kw)
                 logits = res.logits[:, -1, :].float()
                 for t in range(max_new_tokens):
@@ -408,6 +411,15 @@ def _resolve_dtype(name: str) -> Any:
             return torch.bfloat16
         return torch.float32
     return {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}[name]
+
+
+def _accepts(model: Any, name: str) -> bool:
+    import inspect
+
+    try:
+        return name in inspect.signature(model.forward).parameters
+    except (TypeError, ValueError):
+        return False
 
 
 def _cache_keyword(model: Any) -> str:
