@@ -38,10 +38,6 @@ def main() -> None:
     info = {"mode": mode, "num_processes": acc.num_processes, "distributed_type": str(acc.distributed_type), "rank": alg.rank}
     if mode == "dist":
         assert acc.num_processes == 2, info
-        # The core loop's plumbing: main samples, everyone receives; lists concatenate in rank order.
-        got = alg.broadcast(["task-a", "task-b"] if alg.is_main_process else None)
-        assert got == ["task-a", "task-b"], got
-        assert alg.gather([alg.rank, alg.rank]) == [0, 0, 1, 1]
     env = PickToolEnv(max_steps=2)
     tasks = [env.target_task("press_blue"), env.target_task("press_red")]
     pool = EnvPool(lambda: PickToolEnv(max_steps=2))
@@ -56,6 +52,16 @@ def main() -> None:
         for gi, g in enumerate(groups):
             for j, t in enumerate(g.trajectories):
                 t.score = float((j + gi + r + s) % 2)
+    # As in the core loop: the warm start runs on the main process only; the others receive
+    # its weights at the next collective call (the tasks' broadcast).
+    if alg.is_main_process:
+        alg.warm_start(env.tasks())
+    if mode == "dist":
+        # The core loop's plumbing: main samples, everyone receives; lists concatenate in rank order.
+        got = alg.broadcast(["task-a", "task-b"] if alg.is_main_process else None)
+        assert got == ["task-a", "task-b"], got
+        gathered = alg.gather([alg.rank, alg.rank])
+        assert gathered == [0, 0, 1, 1], gathered
     # The first update's gradient, before any optimiser step (DDP leaves the average in .grad).
     if mode == "dist":
         first = data[0, alg.rank]
@@ -66,7 +72,6 @@ def main() -> None:
     alg.loss_and_grad(first)
     grad = torch.cat([p.grad.detach().reshape(-1) for p in acc.unwrap_model(alg.model).parameters()])
     alg.optimizer.zero_grad(set_to_none=True)
-    alg.warm_start(env.tasks())
     for s in range(STEPS):
         if mode == "dist":
             groups = data[s, alg.rank]

@@ -140,6 +140,7 @@ class GRPO(Algorithm):
         if o.beta > 0:
             self._snapshot_reference()
         self._uses_logits_to_keep = _accepts_logits_to_keep(policy._model)
+        self._dirty = False  # weights changed on this process outside collectives
 
     # ------------------------------------------------------------------ distribution
     @property
@@ -157,11 +158,38 @@ class GRPO(Algorithm):
     def broadcast(self, obj: Any) -> Any:
         if self.world_size == 1:
             return obj
+        self._sync_once()
+        return self._broadcast(obj)
+
+    def _broadcast(self, obj: Any) -> Any:
         from accelerate.utils import broadcast_object_list
 
         box = [obj if self.is_main_process else None]
         broadcast_object_list(box, from_process=0)
         return box[0]
+
+    def _sync_once(self) -> None:
+        """Bring every process to the main process's weights if the main process changed them
+        outside the collective path (the warm start, which the core loop runs on the main
+        process only). Called by ``broadcast`` and ``step``, which every process calls in the
+        same order; costs one tiny object broadcast when nothing changed."""
+        if self.world_size == 1:
+            self._dirty = False
+            return
+        import torch
+        import torch.distributed as dist
+
+        dirty = self._broadcast(self._dirty if self.is_main_process else None)
+        self._dirty = False
+        if not dirty:
+            return
+        module = self.accelerator.unwrap_model(self.model)
+        with torch.no_grad():
+            for t in list(module.parameters()) + list(module.buffers()):
+                dist.broadcast(t.data, src=0)
+        if dirty == "reset_reference":
+            self._snapshot_reference()
+        self.counters.warm_started = True
 
     def gather(self, items: list[Any]) -> list[Any]:
         if self.world_size == 1:
@@ -389,6 +417,7 @@ class GRPO(Algorithm):
         Leaves the gradients in the parameters and returns this process's loss. Used by tests
         (to compare against a reference computation) and by the update-phase benchmark.
         """
+        self._sync_once()
         batches, _ = self._sequences(groups)
         self._prepare_logprobs([s for g in batches for s in g])
         self.optimizer.zero_grad(set_to_none=True)
@@ -408,6 +437,7 @@ class GRPO(Algorithm):
         o: GRPOOptions = self.options  # type: ignore[assignment]
         acc = self.accelerator
         t0 = time.perf_counter()
+        self._sync_once()
         self.model.train()
         batches, gstats = self._sequences(groups)
         seqs = [s for g in batches for s in g]
@@ -501,12 +531,13 @@ class GRPO(Algorithm):
         return examples
 
     def warm_start(self, tasks: list[Task]) -> dict[str, float]:
-        """Supervised fine-tuning on the seed tasks' reference actions (loss on agent tokens).
+        """Supervised fine-tuning on the seed tasks' reference actions (loss on agent tokens,
+        token mean per batch).
 
-        Uses its own AdamW (the GRPO optimiser state is untouched). Every process builds the
-        same examples and draws the same batches; each trains on its share of every batch and
-        the token-mean loss is normalised over the whole batch, so the update does not depend
-        on the number of processes.
+        Runs in this process alone, on the bare model, with its own AdamW (the GRPO optimiser
+        state is untouched), so it works whether the loop calls it on the main process only
+        (as the core loop does) or on every process. In a multi-process run the other processes
+        receive the main process's result at the next ``broadcast`` or ``step`` (see ``_sync_once``).
         """
         import torch
 
@@ -516,39 +547,34 @@ class GRPO(Algorithm):
         examples = self.warm_start_examples(tasks)
         if not examples:
             raise ValueError("warm start: none of the tasks has reference actions that fit the context")
-        acc = self.accelerator
-        params = [p for p in self.model.parameters() if p.requires_grad]
+        module = self.accelerator.unwrap_model(self.model)
+        params = [p for p in module.parameters() if p.requires_grad]
         opt = torch.optim.AdamW(params, lr=ws.lr, weight_decay=0.0)
         gen = torch.Generator().manual_seed(self.context.seed + 17)
         losses: list[float] = []
         t0 = time.perf_counter()
-        self.model.train()
+        module.train()
         tokens = 0.0
         for _ in range(ws.steps):
             idx = torch.randint(len(examples), (ws.batch_size,), generator=gen).tolist()
-            mine = idx[self.rank :: self.world_size]
-            seqs = [_Seq(examples[i][0], examples[i][1], [0.0] * len(examples[i][0]), 0.0, 0) for i in mine]
-            local_tok = sum(max(0, sum(s.mask[1:])) for s in seqs)
-            (total_tok,) = self._sum([float(local_tok)])
-            total_tok = max(total_tok, 1.0)
-            if seqs:
-                ids, attn, mask, first = self._batch(seqs)
-                lp = self._logprobs(self.model, ids, attn, first)
-                loss = -(lp * mask).sum() / total_tok
-            else:
-                dummy = torch.full((1, 2), self.policy.tokenizer.pad_token_id, dtype=torch.long, device=acc.device)
-                loss = self.model(input_ids=dummy).logits.sum() * 0.0
-            acc.backward(loss * self.world_size)
+            seqs = [_Seq(examples[i][0], examples[i][1], [0.0] * len(examples[i][0]), 0.0, 0) for i in idx]
+            ids, attn, mask, first = self._batch(seqs)
+            n_tok = float(mask.sum())
+            with self.accelerator.autocast():
+                lp = self._logprobs(module, ids, attn, first)
+            loss = -(lp * mask).sum() / max(n_tok, 1.0)
+            loss.backward()
             if ws.max_grad_norm is not None:
-                acc.clip_grad_norm_(params, ws.max_grad_norm)
+                torch.nn.utils.clip_grad_norm_(params, ws.max_grad_norm)
             opt.step()
             opt.zero_grad(set_to_none=True)
-            (glob,) = self._sum([float(loss.detach())])
-            losses.append(glob)
-            tokens += total_tok
+            losses.append(float(loss.detach()))
+            tokens += n_tok
         self.counters.warm_started = True
-        if self.options.beta > 0 and ws.reset_reference:  # type: ignore[attr-defined]
+        reset = self.options.beta > 0 and ws.reset_reference  # type: ignore[attr-defined]
+        if reset:
             self._snapshot_reference()
+        self._dirty = "reset_reference" if reset else True
         head = losses[: max(1, len(losses) // 10)]
         tail = losses[-max(1, len(losses) // 10) :]
         return {
@@ -583,6 +609,7 @@ class GRPO(Algorithm):
 
         path = Path(path)
         self.accelerator.load_state(str(path / "accelerate"))
+        self._dirty = False  # every process loaded the same weights
         ref_file = path / "reference" / "reference.pt"
         if self.options.beta > 0 and ref_file.exists():  # type: ignore[attr-defined]
             if self.ref_model is None:
