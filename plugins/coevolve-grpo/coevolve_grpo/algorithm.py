@@ -130,9 +130,20 @@ class GRPO(Algorithm):
         optimizer = torch.optim.AdamW(
             [p for p in model.parameters() if p.requires_grad], lr=o.lr, betas=o.betas, eps=o.adam_eps, weight_decay=o.weight_decay
         )
+        from accelerate.utils import DistributedType
+
+        if acc.distributed_type == DistributedType.DEEPSPEED and _zero_stage(acc) == 3:
+            raise ValueError(
+                "grpo: DeepSpeed ZeRO-3 partitions the parameters, so the rollout would need collective forward "
+                "passes on every process; use ZeRO-2 (examples/accelerate/deepspeed-zero2.yaml) or FSDP"
+            )
+        #: FSDP shards the parameters: decoding then runs on a full copy refreshed after each step.
+        self._sharded = acc.distributed_type == DistributedType.FSDP
+        full_copy = copy.deepcopy(model) if self._sharded else None
         self.model, self.optimizer = acc.prepare(model, optimizer)
-        # The policy decodes with the bare module, which shares the wrapped model's parameters.
-        policy._model = acc.unwrap_model(self.model)
+        # The policy decodes with the bare module, which shares the wrapped model's parameters
+        # (DDP, ZeRO-2), or with the full copy (FSDP).
+        policy._model = full_copy.to(acc.device) if full_copy is not None else acc.unwrap_model(self.model)
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, self._lr_factor)
         self.counters = _Counters()
         acc.register_for_checkpointing(self.scheduler, self.counters)
@@ -183,10 +194,14 @@ class GRPO(Algorithm):
         self._dirty = False
         if not dirty:
             return
-        module = self.accelerator.unwrap_model(self.model)
+        module = self.policy._model  # full weights: the trained module itself, or FSDP's decoding copy
         with torch.no_grad():
             for t in list(module.parameters()) + list(module.buffers()):
                 dist.broadcast(t.data, src=0)
+        if self._sharded:
+            from torch.distributed.checkpoint.state_dict import StateDictOptions, set_model_state_dict
+
+            set_model_state_dict(self.model, module.state_dict(), options=StateDictOptions(full_state_dict=True))
         if dirty == "reset_reference":
             self._snapshot_reference()
         self.counters.warm_started = True
@@ -235,8 +250,18 @@ class GRPO(Algorithm):
             decay = 1.0 - progress
         return o.min_lr_ratio + (1.0 - o.min_lr_ratio) * decay
 
+    def _refresh_full_copy(self) -> None:
+        """FSDP only: gather the full weights (every process calls this) into the decoding copy."""
+        if not self._sharded:
+            return
+        from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
+
+        full = get_model_state_dict(self.model, options=StateDictOptions(full_state_dict=True, cpu_offload=False))
+        self.policy._model.load_state_dict(full, strict=False)
+
     def _snapshot_reference(self) -> None:
-        ref = copy.deepcopy(self.accelerator.unwrap_model(self.model))
+        # The decoding module holds full weights in every mode (shared with training, or refreshed).
+        ref = copy.deepcopy(self.policy._model)
         ref.eval()
         for p in ref.parameters():
             p.requires_grad_(False)
@@ -461,6 +486,7 @@ class GRPO(Algorithm):
         lr = float(self.scheduler.get_last_lr()[0])
         self.scheduler.step()
         self.counters.step += 1
+        self._refresh_full_copy()
         keys = ["tokens", "clipped_low", "clipped_high", "ratio_sum", "kl_sum", "mismatch_abs_sum", "mismatch_tokens", "loss", "pg", "kl"]
         g = self._sum([totals.get(k, 0.0) for k in keys] + [gstats[k] for k in ("groups", "equal_reward_groups", "reward_sum", "reward_sq_sum", "trajectories", "success_sum")])
         s = dict(zip(keys + ["groups", "equal_reward_groups", "reward_sum", "reward_sq_sum", "trajectories", "success_sum"], g))
@@ -547,7 +573,9 @@ class GRPO(Algorithm):
         examples = self.warm_start_examples(tasks)
         if not examples:
             raise ValueError("warm start: none of the tasks has reference actions that fit the context")
-        module = self.accelerator.unwrap_model(self.model)
+        # The full-weight module: shared with the trained model (one process, DDP, ZeRO-2) or, under
+        # FSDP, the decoding copy, which reaches the shards at the next sync.
+        module = self.policy._model
         params = [p for p in module.parameters() if p.requires_grad]
         opt = torch.optim.AdamW(params, lr=ws.lr, weight_decay=0.0)
         gen = torch.Generator().manual_seed(self.context.seed + 17)
@@ -610,11 +638,20 @@ class GRPO(Algorithm):
         path = Path(path)
         self.accelerator.load_state(str(path / "accelerate"))
         self._dirty = False  # every process loaded the same weights
+        self._refresh_full_copy()
         ref_file = path / "reference" / "reference.pt"
         if self.options.beta > 0 and ref_file.exists():  # type: ignore[attr-defined]
             if self.ref_model is None:
                 self._snapshot_reference()
             self.ref_model.load_state_dict(torch.load(ref_file, map_location=self.accelerator.device, weights_only=True))
+
+
+def _zero_stage(acc: Any) -> int:
+    plugin = getattr(acc.state, "deepspeed_plugin", None)
+    try:
+        return int(plugin.zero_stage) if plugin is not None else 0
+    except (TypeError, ValueError, AttributeError):
+        return 0
 
 
 def _accepts_logits_to_keep(model: Any) -> bool:
