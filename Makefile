@@ -35,8 +35,17 @@ demo: setup
 		$(VENV)/bin/coevolve run $(CONFIG) --set run_dir=$(RUN_DIR); \
 	fi
 
-test: setup
-	$(PY) -m pytest -q; rc=$$?; \
+# vLLM itself is CUDA-only; its pure-Python types (SamplingParams, RequestOutput, ...) are unpacked
+# from the wheel into .cache/ so the adapter is tested against the real classes on a CPU.
+VLLM_TYPES := $(CURDIR)/.cache/vllm-src
+VLLM_EXTRA := $(CURDIR)/.cache/vllm-extra
+
+$(VLLM_TYPES)/vllm/sampling_params.py:
+	PYTHON=$(PY) COEVOLVE_VLLM_SRC=$(VLLM_TYPES) COEVOLVE_VLLM_EXTRA=$(VLLM_EXTRA) bash tests/vllm/fetch_vllm_types.sh \
+		|| echo "could not fetch vLLM's types; tests/vllm will skip those tests and say why"
+
+test: setup $(VLLM_TYPES)/vllm/sampling_params.py
+	COEVOLVE_VLLM_SRC=$(VLLM_TYPES) COEVOLVE_VLLM_EXTRA=$(VLLM_EXTRA) $(PY) -m pytest -q; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests: failing on purpose"; exit 1; fi; exit $$rc
 
 docs: setup
