@@ -299,11 +299,13 @@ class GRPO(Algorithm):
 
         width = ids.shape[1]
         keep = width - first + 1
+        # Rows are right-padded, so under causal attention no real token ever sees a pad: the
+        # padding mask can be dropped, which lets attention take its fused causal path. Pad
+        # positions produce garbage that the zero loss weights discard.
         if self._uses_logits_to_keep and keep < width:
-            logits = model(input_ids=ids, attention_mask=attn, logits_to_keep=keep).logits
+            logits = model(input_ids=ids, logits_to_keep=keep).logits
         else:
-            logits = model(input_ids=ids, attention_mask=attn).logits[:, first - 1 :, :]
-            keep = width - first + 1
+            logits = model(input_ids=ids).logits[:, first - 1 :, :]
         lp = selective_logprobs(logits[:, :-1, :], ids[:, first:])
         return torch.nn.functional.pad(lp, (first, 0))
 

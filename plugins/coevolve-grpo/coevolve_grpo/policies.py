@@ -123,6 +123,7 @@ class HFPolicy(Policy):
         self._model = model.to(device)
         self._tokenizer = tok
         self.gen_model = None
+        self._prompt_cache: dict[str, list[int]] = {}
         eos = _end_of_turn_id(tok)
         self.eos_token_id = eos
         self._stop_ids = sorted({eos, *([tok.eos_token_id] if tok.eos_token_id is not None else [])})
@@ -152,7 +153,15 @@ class HFPolicy(Policy):
         return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
 
     def encode_prompt(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> list[int]:
-        return self.encode_text(self.render(messages, tools, add_generation_prompt=True))
+        # The K episodes of a task open with the same messages: render and tokenise once.
+        key = json.dumps([messages, tools], sort_keys=True, default=str)
+        hit = self._prompt_cache.get(key)
+        if hit is None:
+            hit = self.encode_text(self.render(messages, tools, add_generation_prompt=True))
+            if len(self._prompt_cache) >= 1024:
+                self._prompt_cache.pop(next(iter(self._prompt_cache)))
+            self._prompt_cache[key] = hit
+        return list(hit)
 
     def followup_text(self, messages: list[dict[str, Any]]) -> str:
         """Text the template adds after an assistant turn's end-of-turn token for ``messages``,
@@ -288,6 +297,7 @@ class HFPolicy(Policy):
         tok = AutoTokenizer.from_pretrained(path)
         tok.padding_side = "left"
         self._tokenizer = tok
+        self._prompt_cache = {}
 
 
 class TinyPolicy(HFPolicy):
