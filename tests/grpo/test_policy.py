@@ -145,3 +145,26 @@ def test_tiny_policy_builds_from_the_environment(tmp_path):
     assert pol.tokenizer.convert_ids_to_tokens(pol.eos_token_id) == "<|im_end|>"
     with pytest.raises(ValueError):
         TinyPolicy(TinyPolicy.Options(hidden_size=100, heads=3), ctx).model
+
+
+def test_hf_policy_with_absolute_positions_decodes_left_padded_batches(pol, tmp_path):
+    """Any causal LM: a GPT-2 (learned absolute positions) built from a config and saved
+    locally; left padding must not shift the positions of the real tokens."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    from coevolve_grpo.policies import HFPolicy
+
+    torch.manual_seed(0)
+    cfg = GPT2Config(vocab_size=len(pol.tokenizer), n_positions=1024, n_embd=32, n_layer=2, n_head=2,
+                     bos_token_id=pol.eos_token_id, eos_token_id=pol.eos_token_id, pad_token_id=pol.tokenizer.pad_token_id)
+    GPT2LMHeadModel(cfg).save_pretrained(tmp_path / "gpt2")
+    pol.tokenizer.save_pretrained(tmp_path / "gpt2")
+    hf = HFPolicy(HFPolicy.Options(model=str(tmp_path / "gpt2"), device="cpu"), make_context(tmp_path))
+    opening, tools = _opening()
+    prompts = [hf.encode_prompt(opening, tools), hf.encode_prompt(opening[1:], [])]
+    gens = hf.generate(prompts, max_new_tokens=6, temperature=1.0)
+    for p, g in zip(prompts, gens):
+        with torch.no_grad():
+            logits = hf.model(input_ids=torch.tensor([p + g.token_ids])).logits[0].float()
+        lp = torch.log_softmax(logits[len(p) - 1 : -1], -1).gather(1, torch.tensor(g.token_ids)[:, None])[:, 0]
+        assert torch.allclose(lp, torch.tensor(g.logprobs), atol=1e-4)

@@ -230,9 +230,10 @@ class HFPolicy(Policy):
         model.eval()
         try:
             with torch.inference_mode():
-                # Positions count from 0 at the left edge for every row; RoPE only sees
-                # differences, so left padding shifts nothing but the (masked) pads.
-                positions = torch.arange(width, device=device).unsqueeze(0).expand(b, -1)
+                # Every row's real tokens take positions 0, 1, ... as in training (right-padded),
+                # which matters for models with absolute position embeddings.
+                positions = (mask.cumsum(-1) - 1).clamp(min=0)
+                next_pos = mask.sum(-1, keepdim=True)
                 cache_kw = _cache_keyword(self.model)
                 # Only the last position's logits are needed to start decoding.
                 extra = {"logits_to_keep": 1} if self._logits_to_keep else {}
@@ -254,7 +255,7 @@ class HFPolicy(Policy):
                     if bool(done.all()) or t == max_new_tokens - 1:
                         break
                     mask = torch.cat([mask, torch.ones((b, 1), dtype=mask.dtype, device=device)], dim=1)
-                    pos = torch.full((b, 1), width + t, dtype=torch.long, device=device)
+                    pos = next_pos + t
                     res = model(input_ids=tok[:, None], attention_mask=mask, position_ids=pos, use_cache=True, **{cache_kw: cache})
                     cache = getattr(res, cache_kw)
                     logits = res.logits[:, -1, :].float()
