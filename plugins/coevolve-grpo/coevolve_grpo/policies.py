@@ -373,8 +373,8 @@ class TinyPolicy(HFPolicy):
             eos_token_id=tok.eos_token_id,
             bos_token_id=None,
         )
-        # A private generator keeps the initial weights independent of whatever used the global
-        # RNG before, and identical on every process.
+        # Seed the initialisation (then restore the global RNG): the initial weights depend only
+        # on `seed`, not on what used the RNG before, and are identical on every process.
         state = torch.random.get_rng_state()
         torch.manual_seed(o.seed)
         try:
