@@ -40,36 +40,37 @@ def _config_reference() -> str:
 
 
 def _cli_reference() -> str:
-    import click
     import typer
 
     from coevolve_sdk.cli import app
 
+    # typer ships its own copy of click: duck-type the command objects instead of isinstance
     root = typer.main.get_command(app)
     out: list[str] = []
 
-    def walk(cmd: click.Command, path: str) -> None:
+    def is_arg(p: Any) -> bool:
+        return getattr(p, "param_type_name", "") == "argument"
+
+    def walk(cmd: Any, path: str) -> None:
         out.append(f"\n### `{path}`\n")
-        out.append((cmd.help or "").strip().split("\n\n")[0] + "\n")
-        ctx = click.Context(cmd, info_name=path)
-        pieces = [p.make_metavar(ctx) if isinstance(p, click.Argument) else "" for p in cmd.params]
-        usage = " ".join(x for x in [path, "[OPTIONS]" if any(isinstance(p, click.Option) for p in cmd.params) else "", *pieces] if x)
-        if isinstance(cmd, click.Group):
-            usage += " COMMAND"
+        out.append((cmd.help or "").strip() + "\n")
+        args = [(p.metavar or p.name.upper()) for p in cmd.params if is_arg(p)]
+        has_opts = any(not is_arg(p) and p.name != "help" for p in cmd.params)
+        usage = " ".join([path, *(["[OPTIONS]"] if has_opts else []), *args, *(["COMMAND"] if hasattr(cmd, "commands") else [])])
         out.append(f"```text\n{usage}\n```\n")
         rows = []
         for p in cmd.params:
-            if isinstance(p, click.Option) and p.name == "help":
+            if p.name == "help":
                 continue
-            names = ", ".join(f"`{o}`" for o in p.opts) if isinstance(p, click.Option) else f"`{p.human_readable_name}`"
-            helptext = (getattr(p, "help", None) or "").replace("|", "\\|")
-            default = "" if p.default in (None, (), []) or p.required else f" (default: `{p.default}`)"
-            rows.append(f"| {names} | {helptext}{default} |")
+            names = f"`{(p.metavar or p.name.upper())}`" if is_arg(p) else ", ".join(f"`{o}`" for o in p.opts)
+            helptext = (getattr(p, "help", None) or "").replace("|", "\\|").replace("\n", " ")
+            default = p.default
+            shown = "" if default in (None, (), [], False) or p.required or callable(default) else f" (default: `{default}`)"
+            rows.append(f"| {names} | {helptext}{shown} |")
         if rows:
             out.append("| argument / option | meaning |\n|---|---|\n" + "\n".join(rows) + "\n")
-        if isinstance(cmd, click.Group):
-            for name in sorted(cmd.commands):
-                walk(cmd.commands[name], f"{path} {name}")
+        for name in sorted(getattr(cmd, "commands", {})):
+            walk(cmd.commands[name], f"{path} {name}")
 
     walk(root, "coevolve")
     return "\n".join(out)
