@@ -286,33 +286,13 @@ def eval_cmd(
 
     With --set the environment's options can differ from training's, e.g. to score the same
     checkpoint on each BFCL category in turn."""
-    from .checkpoint import latest_checkpoint
-    from .loop import CoEvolveLoop, load_run_config
-    from .progress import Progress
-    from .rollout import evaluate
+    from .loop import evaluate_run
 
     try:
-        cfg = load_run_config(run_dir)
-        if set_:
-            from .config import load_config
-
-            cfg = load_config(run_dir / "config.yaml", {**_parse_sets(set_), "run_dir": str(run_dir)})
-        loop = CoEvolveLoop(cfg, resume=True, progress=Progress(enabled=False))
-        ckpt = latest_checkpoint(run_dir / "checkpoints")
-        if ckpt is not None:
-            loop.algorithm.load(ckpt / "algorithm")
-        env = loop.make_env()
-        tasks = env.tasks(split or cfg.eval.split)
-        if max_tasks:
-            tasks = tasks[:max_tasks]
-        res = evaluate(loop.policy, loop.envs, tasks, cfg.rollout, loop.step)
+        res = evaluate_run(run_dir, _parse_sets(set_), split=split, max_tasks=max_tasks)
     except CoEvolveError as e:
         _fail(e)
         return
-    res.pop("trajectories")
-    res["checkpoint"] = ckpt.name if ckpt else None
-    res["split"] = split or cfg.eval.split
-    res["environment"] = {"name": cfg.environment.name, **cfg.environment.options}
     console.print_json(json.dumps(res))
 
 

@@ -422,3 +422,32 @@ def load_run_config(run_dir: Path) -> RunConfig:
 
     return load_config(p)
 
+
+
+def evaluate_run(run_dir: Path, overrides: dict[str, Any] | None = None, split: str | None = None,
+                 max_tasks: int | None = None) -> dict[str, Any]:
+    """Greedy evaluation of a run's last checkpoint (``coevolve eval``); plugins reuse it for
+    their own reports (``coevolve bfcl-eval`` loops over BFCL's categories)."""
+    from .checkpoint import latest_checkpoint
+    from .config import load_config
+    from .progress import Progress
+
+    run_dir = Path(run_dir)
+    cfg = load_run_config(run_dir)
+    if overrides:
+        cfg = load_config(run_dir / "config.yaml", {**overrides, "run_dir": str(run_dir)})
+    loop = CoEvolveLoop(cfg, resume=True, progress=Progress(enabled=False))
+    ckpt = latest_checkpoint(run_dir / "checkpoints")
+    if ckpt is not None:
+        loop.algorithm.load(ckpt / "algorithm")
+    env = loop.make_env()
+    the_split = split or cfg.eval.split
+    tasks = env.tasks(the_split)
+    if max_tasks:
+        tasks = tasks[:max_tasks]
+    res = evaluate(loop.policy, loop.envs, tasks, cfg.rollout, loop.step)
+    res.pop("trajectories")
+    res["checkpoint"] = ckpt.name if ckpt else None
+    res["split"] = the_split
+    res["environment"] = {"name": cfg.environment.name, **cfg.environment.options}
+    return res
