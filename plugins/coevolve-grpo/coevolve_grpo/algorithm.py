@@ -623,9 +623,18 @@ class GRPO(Algorithm):
         ``reference/``. Call on every process."""
         import torch
 
+        import logging
+
         path = Path(path)
         acc = self.accelerator
-        acc.save_state(str(path / "accelerate"))
+        # accelerate warns at every save that tied embeddings are stored once; that is expected
+        acc_log = logging.getLogger("accelerate")
+        level = acc_log.level
+        acc_log.setLevel(logging.ERROR)
+        try:
+            acc.save_state(str(path / "accelerate"))
+        finally:
+            acc_log.setLevel(level)
         state = acc.get_state_dict(self.model)
         if acc.is_main_process:
             self.policy.save(path / "policy", state_dict=state)

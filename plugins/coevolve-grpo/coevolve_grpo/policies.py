@@ -279,8 +279,11 @@ class HFPolicy(Policy):
     def save(self, path: Path, state_dict: dict[str, Any] | None = None) -> None:
         """``save_pretrained`` of model and tokenizer: the folder opens with
         ``AutoModelForCausalLM.from_pretrained`` and ``AutoTokenizer.from_pretrained``."""
+        from transformers.utils import logging as hf_logging
+
         path = Path(path)
         path.mkdir(parents=True, exist_ok=True)
+        hf_logging.disable_progress_bar()  # no shard progress bar in the middle of the run's output
         self.model.save_pretrained(path, state_dict=state_dict)
         self.tokenizer.save_pretrained(path)
 
