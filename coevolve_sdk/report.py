@@ -39,11 +39,17 @@ def _plots(store: RunStore, out: Path) -> dict[str, str]:
 
     if steps:
         fig, ax = plt.subplots(figsize=(7, 3.5))
-        ax.plot(steps, [metrics[s].get("reward_mean", 0) for s in steps], marker="o", label="mean reward")
-        ax.plot(steps, [metrics[s].get("success_rate", 0) for s in steps], marker="s", label="success rate")
+        ax.plot(steps, [metrics[s].get("reward_mean", 0) for s in steps], marker="o", lw=2, label="mean reward, all tasks")
+        ax.plot(steps, [metrics[s].get("success_rate", 0) for s in steps], ls=":", color="black", label="success rate, all tasks")
+        by_origin: dict[str, dict[int, float]] = defaultdict(dict)
+        for s, origin, score, _ in store.score_by_origin():
+            by_origin[origin][s] = score
+        for origin, series in sorted(by_origin.items()):
+            xs = sorted(series)
+            ax.plot(xs, [series[x] for x in xs], ls="--", marker=".", label=f"mean reward, {origin} tasks")
         ax.set_xlabel("training step")
         ax.set_ylim(-0.02, 1.02)
-        ax.legend()
+        ax.legend(fontsize=8, framealpha=0.8)
         ax.grid(alpha=0.3)
         ax.set_title("Reward and success per step")
         save(fig, "reward.png", "Reward and success per step")
@@ -56,7 +62,7 @@ def _plots(store: RunStore, out: Path) -> dict[str, str]:
             bottom = [b + v for b, v in zip(bottom, vals)]
         ax.set_xlabel("training step")
         ax.set_ylabel("seconds")
-        ax.legend()
+        ax.legend(loc="upper left", fontsize=8, framealpha=0.8)
         ax.set_title("Time per phase")
         save(fig, "time.png", "Time per phase")
 

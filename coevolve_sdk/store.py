@@ -206,6 +206,12 @@ class RunStore:
             out.setdefault(int(step), {})[key] = float(value)
         return out
 
+    def score_by_origin(self) -> list[tuple[int, str, float, int]]:
+        """(step, task origin, mean score, trajectories) of the training rollouts."""
+        return [(int(s), o, float(v), int(n)) for s, o, v, n in self._query(
+            "SELECT tr.step, t.origin, AVG(tr.score), COUNT(*) FROM trajectories tr JOIN tasks t ON t.id = tr.task_id "
+            "WHERE tr.phase = 'train' GROUP BY tr.step, t.origin ORDER BY tr.step")]
+
     def signal_counts(self) -> list[tuple[int, str, int]]:
         return [(int(s), k, int(n)) for s, k, n in self._query("SELECT step, kind, COUNT(*) FROM signals GROUP BY step, kind ORDER BY step")]
 
