@@ -23,6 +23,9 @@ class RunContext:
     make_env: Callable[[], "AgentEnv"] | None = None
     policy: "Policy | None" = None
     log: Callable[[str], None] = print
+    #: ``progress(what, done, total)``: components report long work (a warm start, say) here;
+    #: the CLI shows it as a progress bar on a terminal and as occasional lines elsewhere
+    progress: Callable[[str, int, int], None] = lambda what, done, total: None
     extra: dict[str, Any] = field(default_factory=dict)
 
     def new_env(self) -> "AgentEnv":

@@ -71,7 +71,8 @@ class CoEvolveLoop:
         env_cls = reg.get("environment", cfg.environment.name)
         env_opts = self.parsed["environment"]
         self.make_env: Callable[[], AgentEnv] = lambda: env_cls(env_opts)
-        self.context = RunContext(run_dir=self.run_dir, seed=cfg.seed, env_name=cfg.environment.name, make_env=self.make_env, log=self.progress.log)
+        self.context = RunContext(run_dir=self.run_dir, seed=cfg.seed, env_name=cfg.environment.name, make_env=self.make_env,
+                                  log=self.progress.log, progress=self.progress.work)
         self.policy = reg.get("policy", cfg.policy.name)(self.parsed["policy"], self.context)
         self.context.policy = self.policy
         self.algorithm = reg.get("algorithm", cfg.algorithm.name)(self.parsed["algorithm"], self.context)
@@ -150,6 +151,7 @@ class CoEvolveLoop:
         if len(self.pool) == 0:
             self._seed_pool()
         if cfg.training.warm_start:
+            self.progress.ensure_bar()
             t0 = time.perf_counter()
             self.progress.log("warm start on the seed pool's reference actions ...")
             metrics = self.algorithm.warm_start(self.pool.tasks)

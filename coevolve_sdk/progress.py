@@ -27,18 +27,31 @@ class Progress:
         self.quiet = quiet
         self._bar: RichProgress | None = None
         self._task: Any = None
+        self._work: dict[str, Any] = {}
         self._t0 = time.perf_counter()
 
     def start(self, total: int, completed: int = 0, description: str = "") -> None:
         if not self.enabled:
             return
         if self.console.is_terminal and not self.quiet:
+            if self._bar is not None:
+                self._task = self._bar.add_task(description, total=total, completed=completed)
+                return
             self._bar = RichProgress(
                 TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
                 TimeElapsedColumn(), TimeRemainingColumn(), console=self.console, transient=False,
             )
             self._bar.start()
             self._task = self._bar.add_task(description, total=total, completed=completed)
+
+    def ensure_bar(self) -> None:
+        """A bar for work before training starts (seed pool, warm start)."""
+        if self.enabled and not self.quiet and self._bar is None and self.console.is_terminal:
+            self._bar = RichProgress(
+                TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                TimeElapsedColumn(), TimeRemainingColumn(), console=self.console, transient=False,
+            )
+            self._bar.start()
 
     def step(self, step: int, metrics: dict[str, float]) -> None:
         if not self.enabled:
@@ -47,6 +60,20 @@ class Progress:
             self.console.print(step_line(step, metrics), markup=False)
         if self._bar is not None:
             self._bar.update(self._task, completed=step)
+
+    def work(self, what: str, done: int, total: int) -> None:
+        """Progress of a long piece of work inside a phase (RunContext.progress)."""
+        if not self.enabled or self.quiet or total <= 0:
+            return
+        if self._bar is not None:
+            task = self._work.get(what)
+            if task is None:
+                task = self._work[what] = self._bar.add_task(what, total=total)
+            self._bar.update(task, completed=done, visible=done < total)
+            return
+        quarter = max(1, total // 4)
+        if done == total or (done % quarter == 0 and done > 0):
+            self.log(f"{what}: {done}/{total}")
 
     def log(self, message: str) -> None:
         if self.enabled and not self.quiet:

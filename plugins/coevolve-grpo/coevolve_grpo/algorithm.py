@@ -204,6 +204,8 @@ class GRPO(Algorithm):
             set_model_state_dict(self.model, module.state_dict(), options=StateDictOptions(full_state_dict=True))
         if dirty == "reset_reference":
             self._snapshot_reference()
+        if self.is_main_process:
+            self.context.progress("warm start", ws.steps, ws.steps)
         self.counters.warm_started = True
 
     def gather(self, items: list[Any]) -> list[Any]:
@@ -585,7 +587,9 @@ class GRPO(Algorithm):
         t0 = time.perf_counter()
         module.train()
         tokens = 0.0
-        for _ in range(ws.steps):
+        for step_i in range(ws.steps):
+            if self.is_main_process:
+                self.context.progress("warm start", step_i, ws.steps)
             idx = torch.randint(len(examples), (ws.batch_size,), generator=gen).tolist()
             seqs = [_Seq(examples[i][0], examples[i][1], [0.0] * len(examples[i][0]), 0.0, 0) for i in idx]
             ids, attn, mask, first = self._batch(seqs)
@@ -600,6 +604,8 @@ class GRPO(Algorithm):
             opt.zero_grad(set_to_none=True)
             losses.append(float(loss.detach()))
             tokens += n_tok
+        if self.is_main_process:
+            self.context.progress("warm start", ws.steps, ws.steps)
         self.counters.warm_started = True
         reset = self.options.beta > 0 and ws.reset_reference  # type: ignore[attr-defined]
         if reset:
