@@ -77,7 +77,7 @@ def run_phase(name: str, policy: Any, ctx: Any, args: argparse.Namespace, sz: di
         groups = collect_groups(policy, envs, tasks, settings, step, seed=step)
         t1 = time.perf_counter()
         metrics = algo.step(groups)
-        if hasattr(policy, "after_update"):
+        if hasattr(policy, "last_sync"):  # the vLLM policy: sync, probe and report the path
             m = policy.after_update()
             probes.append((m.get("vllm/probe_logprob_max_abs_diff", float("nan")),
                            m.get("vllm/probe_logprob_mean_abs_diff", float("nan")), m.get("vllm/probe_ok", 0.0)))
