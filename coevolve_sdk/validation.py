@@ -53,6 +53,11 @@ class Validator:
             task = env.make_task(candidate, base)
         except Exception as e:  # a teacher may propose something the environment cannot set up
             return reject(f"environment could not instantiate the task: {type(e).__name__}: {e}")
+        if task.fingerprint() in existing:  # make_task may complete the actions: compare the task too
+            return reject("duplicate of a task already in the pool")
+        limit = getattr(env.options, "max_steps", None)
+        if limit is not None and len(task.reference_actions) > limit:
+            return reject(f"the task needs {len(task.reference_actions)} actions but an episode allows max_steps={limit}")
         try:
             # the task's own actions: make_task may complete them (a final answer, say)
             result = env.replay(task, task.reference_actions)
