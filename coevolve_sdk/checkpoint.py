@@ -13,7 +13,7 @@ import shutil
 from pathlib import Path
 from typing import Any, Callable
 
-__all__ = ["write_checkpoint", "latest_checkpoint", "read_state"]
+__all__ = ["begin_checkpoint", "commit_checkpoint", "write_checkpoint", "latest_checkpoint", "read_state", "tmp_path"]
 
 
 def _fsync_dir(path: Path) -> None:
@@ -29,14 +29,26 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def write_checkpoint(root: Path, step: int, state: dict[str, Any], save_extra: Callable[[Path], None], keep: int = 2) -> Path:
+def begin_checkpoint(root: Path, step: int) -> Path:
+    """Create an empty ``step-NNNNNN.tmp`` folder (main process only) and return its path."""
     root.mkdir(parents=True, exist_ok=True)
-    final = root / f"step-{step:06d}"
     tmp = root / f"step-{step:06d}.tmp"
     if tmp.exists():
         shutil.rmtree(tmp)
     tmp.mkdir()
-    save_extra(tmp)
+    return tmp
+
+
+def tmp_path(root: Path, step: int) -> Path:
+    """Where every process writes its share of checkpoint ``step`` before it is committed."""
+    return root / f"step-{step:06d}.tmp"
+
+
+def commit_checkpoint(root: Path, step: int, state: dict[str, Any], keep: int = 2) -> Path:
+    """Write ``state.json`` into the tmp folder, rename it into place, point ``latest`` at it
+    and prune old checkpoints (main process only, after every process has saved its share)."""
+    tmp = tmp_path(root, step)
+    final = root / f"step-{step:06d}"
     with open(tmp / "state.json", "w") as f:
         json.dump(state, f)
         f.flush()
@@ -49,13 +61,19 @@ def write_checkpoint(root: Path, step: int, state: dict[str, Any], save_extra: C
     pointer_tmp.write_text(final.name)
     os.replace(pointer_tmp, root / "latest")
     _fsync_dir(root)
-    # prune old checkpoints (never the one just written)
     done = sorted(p for p in root.glob("step-*") if p.is_dir() and not p.name.endswith(".tmp"))
     for old in done[:-keep]:
         shutil.rmtree(old, ignore_errors=True)
     for stale in root.glob("step-*.tmp"):
         shutil.rmtree(stale, ignore_errors=True)
     return final
+
+
+def write_checkpoint(root: Path, step: int, state: dict[str, Any], save_extra: Callable[[Path], None], keep: int = 2) -> Path:
+    """One-process form: begin, let ``save_extra`` fill the folder, commit."""
+    tmp = begin_checkpoint(root, step)
+    save_extra(tmp)
+    return commit_checkpoint(root, step, state, keep)
 
 
 def latest_checkpoint(root: Path) -> Path | None:

@@ -26,7 +26,7 @@ from typing import Any, Callable
 import numpy as np
 import yaml
 
-from .checkpoint import latest_checkpoint, read_state, write_checkpoint
+from .checkpoint import begin_checkpoint, commit_checkpoint, latest_checkpoint, read_state, tmp_path
 from .config import RunConfig, validate_components
 from .context import RunContext
 from .environment import AgentEnv
@@ -347,13 +347,17 @@ class CoEvolveLoop:
             "pool_size": len(self.pool) if self.pool is not None else None,
         }
         root = self.run_dir / "checkpoints"
+        # every process saves its share (accelerate writes per-rank RNG states) into the same
+        # tmp folder; only then does the main process commit it atomically
         if self.main:
-            write_checkpoint(root, step, state, lambda d: self.algorithm.save(d / "algorithm"), keep=self.config.training.keep_checkpoints)
+            begin_checkpoint(root, step)
+        self.algorithm.barrier()
+        self.algorithm.save(tmp_path(root, step) / "algorithm")
+        self.algorithm.barrier()
+        if self.main:
+            commit_checkpoint(root, step, state, keep=self.config.training.keep_checkpoints)
             assert self.store is not None
             self.store.set_meta("last_checkpoint_step", step)
-        else:
-            # non-main processes take part in collective saves (accelerate) into a scratch folder
-            self.algorithm.save(root / f".rank{self.algorithm.rank}")
         self.algorithm.barrier()
 
     def _evaluate(self, phase: str) -> None:

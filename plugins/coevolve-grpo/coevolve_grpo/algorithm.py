@@ -204,8 +204,6 @@ class GRPO(Algorithm):
             set_model_state_dict(self.model, module.state_dict(), options=StateDictOptions(full_state_dict=True))
         if dirty == "reset_reference":
             self._snapshot_reference()
-        if self.is_main_process:
-            self.context.progress("warm start", ws.steps, ws.steps)
         self.counters.warm_started = True
 
     def gather(self, items: list[Any]) -> list[Any]:
