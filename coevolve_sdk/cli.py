@@ -81,6 +81,10 @@ def run(
     except CoEvolveError as e:
         _fail(e)
         return
+    except KeyboardInterrupt:
+        where = resume if resume is not None else cfg.run_dir
+        err_console.print(f"Interrupted. Every admitted task is kept; continue with `coevolve run --resume {where}`.", markup=False)
+        raise typer.Exit(130) from None
     if summary:
         console.print_json(json.dumps(summary, default=str))
 

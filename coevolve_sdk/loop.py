@@ -110,7 +110,12 @@ class CoEvolveLoop:
     # ------------------------------------------------------------------ public
     def run(self) -> dict[str, Any]:
         cfg = self.config
-        if self.resume:
+        if self.resume and latest_checkpoint(self.run_dir / "checkpoints") is None:
+            # stopped before its first checkpoint: train again from step 0, keeping every task
+            # admitted so far (the seed pool is not explored again)
+            if self.main:
+                self._start_over()
+        elif self.resume:
             self._restore()
         elif self.main:
             self._start_fresh()
@@ -146,8 +151,23 @@ class CoEvolveLoop:
                 f"or choose another run_dir (or delete that folder) to start afresh."
             )
         (self.run_dir / "config.yaml").write_text(yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False))
-        self.store.set_meta("status", "running")
         self.store.set_meta("config", cfg.model_dump(mode="json"))
+        self._prepare()
+
+    def _start_over(self) -> None:
+        assert self.store is not None and self.pool is not None
+        self.progress.log(
+            f"{self.run_dir} has no checkpoint yet: training starts again from step 0 with the {len(self.pool)} tasks "
+            f"already admitted"
+        )
+        self.store.truncate_after(0)
+        self._prepare()
+
+    def _prepare(self) -> None:
+        """Seed pool (unless tasks are already admitted), warm start, evaluation before training."""
+        cfg = self.config
+        assert self.store is not None and self.pool is not None
+        self.store.set_meta("status", "running")
         if len(self.pool) == 0:
             self._seed_pool()
         if cfg.training.warm_start:

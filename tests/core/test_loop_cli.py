@@ -107,6 +107,27 @@ def test_starting_over_an_existing_run_is_refused(tmp_path: Path, sub_env: dict[
     assert "--resume" in again.stderr
 
 
+def test_resume_before_the_first_checkpoint_starts_over_keeping_the_pool(tmp_path: Path, sub_env: dict[str, str]) -> None:
+    cfg = write_config(tmp_path, **{"training.checkpoint_every": 50, "training.steps": 30, "algorithm.options.step_delay": 0.3})
+    run = tmp_path / "run"
+    proc = subprocess.Popen([*coevolve_cmd(), "run", str(cfg)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=sub_env)
+    db = run / "run.sqlite"
+    deadline = time.time() + 120
+    while time.time() < deadline:
+        if db.exists() and rows(db, "SELECT COUNT(*) FROM metrics WHERE key='reward_mean'")[0][0] >= 2:
+            break
+        time.sleep(0.1)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=30)
+    tasks_before = {r[0] for r in rows(db, "SELECT id FROM tasks")}
+    assert not (run / "checkpoints" / "latest").exists()
+    out = subprocess.run([*coevolve_cmd(), "run", "--resume", str(run), "--set", "training.steps=3"], capture_output=True, text=True, env=sub_env, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert "training starts again from step 0" in out.stdout
+    assert [r[0] for r in rows(db, "SELECT step FROM metrics WHERE key='reward_mean' ORDER BY step")] == [1, 2, 3]
+    assert tasks_before <= {r[0] for r in rows(db, "SELECT id FROM tasks")}
+
+
 def test_resume_of_a_folder_without_checkpoint_explains(tmp_path: Path, sub_env: dict[str, str]) -> None:
     out = subprocess.run([*coevolve_cmd(), "run", "--resume", str(tmp_path)], capture_output=True, text=True, env=sub_env, timeout=60)
     assert out.returncode == 2
@@ -133,3 +154,16 @@ def test_evolution_admits_tasks_with_lineage(tmp_path: Path, sub_env: dict[str, 
     assert ex.returncode == 0
     lines = exported.read_text().splitlines()
     assert len(lines) == rows(run / "run.sqlite", "SELECT COUNT(*) FROM tasks")[0][0]
+
+
+def test_ctrl_c_says_how_to_resume(tmp_path: Path, sub_env: dict[str, str]) -> None:
+    cfg = write_config(tmp_path, **{"training.steps": 30, "algorithm.options.step_delay": 0.3})
+    run = tmp_path / "run"
+    proc = subprocess.Popen([*coevolve_cmd(), "run", str(cfg)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=sub_env)
+    deadline = time.time() + 120
+    while time.time() < deadline and not (run / "checkpoints" / "latest").exists():
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130
+    assert f"coevolve run --resume {run}" in err and "Traceback" not in err
