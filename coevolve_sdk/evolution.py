@@ -163,7 +163,9 @@ class Evolver:
                     with lock:
                         res.candidates += 1
                         snapshot = set(seen)
-                    verdict, new_task = self.validator.validate(env, c, task, snapshot)
+                    with usage_meter() as judge_usage:  # the teacher's judge may call its model
+                        verdict, new_task = self.validator.validate(env, c, task, snapshot, judge=self.teacher.judge)
+                    meter.add(judge_usage)
                     with lock:
                         if new_task is not None and c.fingerprint() in seen:
                             verdict = verdict.model_copy(update={"accepted": False, "reason": "duplicate of a task admitted earlier this round"})
@@ -228,7 +230,10 @@ class Evolver:
                     break
                 c.teacher = c.teacher or self.teacher.name
                 c.prompt_version = c.prompt_version or self.teacher.prompt_version
-                verdict, task = self.validator.validate(env, c, next((b for b in bases if b.id == c.parent_task_id), None), seen)
+                with usage_meter() as judge_usage:
+                    verdict, task = self.validator.validate(env, c, next((b for b in bases if b.id == c.parent_task_id), None), seen,
+                                                            judge=self.teacher.judge)
+                meter.add(judge_usage)
                 if task is not None:
                     task.origin = "seed"
                     task.lineage = Lineage(

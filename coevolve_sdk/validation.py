@@ -8,10 +8,12 @@ rejection carries a reason that the run store keeps.
 
 from __future__ import annotations
 
+from typing import Callable
+
 from pydantic import BaseModel, ConfigDict, Field
 
 from .environment import AgentEnv
-from .types import CandidateTask, Task, Verdict
+from .types import CandidateTask, Task, Trajectory, Verdict
 
 __all__ = ["Validator", "ValidationOptions"]
 
@@ -30,9 +32,21 @@ class Validator:
     def __init__(self, options: ValidationOptions | None = None) -> None:
         self.options = options or ValidationOptions()
 
-    def validate(self, env: AgentEnv, candidate: CandidateTask, base: Task | None, existing: set[str]) -> tuple[Verdict, Task | None]:
+    def validate(
+        self,
+        env: AgentEnv,
+        candidate: CandidateTask,
+        base: Task | None,
+        existing: set[str],
+        judge: Callable[[Task, Trajectory], bool | None] | None = None,
+    ) -> tuple[Verdict, Task | None]:
         """Check ``candidate`` by execution in ``env`` (an instance of its own). Returns the
-        verdict and, when accepted, the task ready to admit."""
+        verdict and, when accepted, the task ready to admit.
+
+        ``judge`` (the teacher's, when it has one) is asked last, about replays the grader
+        accepted: since the grader of a synthetic task is derived from its own reference
+        actions, only a judge can notice a query that does not describe what the actions do.
+        A judge that abstains (None) changes nothing; a "no" rejects."""
         o = self.options
 
         def reject(reason: str, **evidence: object) -> tuple[Verdict, None]:
@@ -74,5 +88,14 @@ class Validator:
         positive = any(s.reward > 0 for s in result.steps)
         if result.success or (o.accept_positive_reward and positive):
             why = "replay graded successful" if result.success else "replay earned a positive reward"
+            if judge is not None:
+                replayed = Trajectory(task_id=task.id, env=env.name, steps=result.steps, score=result.score, success=result.success)
+                opinion = judge(task, replayed)
+                evidence["judge"] = opinion
+                if opinion is False:
+                    return Verdict(candidate_id=candidate.id, accepted=False, reason="the teacher's judge says the replay does not accomplish the query",
+                                   score=result.score, evidence=evidence), None
+                if opinion is True:
+                    why += "; the teacher's judge agrees"
             return Verdict(candidate_id=candidate.id, accepted=True, reason=why, score=result.score, evidence=evidence), task
         return Verdict(candidate_id=candidate.id, accepted=False, reason=f"replay graded {result.score:.2f}, below the success threshold", score=result.score, evidence=evidence), None
