@@ -44,3 +44,16 @@ def test_uniform_sampler_is_seeded(tmp_path: Path) -> None:
     b = s.sample(tasks, 4, np.random.default_rng(0), 1)
     assert [t.id for t in a] == [t.id for t in b] and len({t.id for t in a}) == 4
     assert len(s.sample(tasks[:2], 5, np.random.default_rng(0), 1)) == 5
+
+
+def test_synthetic_share_sampler_reserves_part_of_the_batch() -> None:
+    from coevolve_sdk.pool import SyntheticFirstSampler
+
+    seed = [Task(env="e", query=f"s{i}") for i in range(20)]
+    synth = [Task(env="e", query=f"y{i}", origin="synthetic") for i in range(3)]
+    s = SyntheticFirstSampler(SyntheticFirstSampler.Options(share=0.5))
+    batch = s.sample(seed + synth, 8, np.random.default_rng(1), 1)
+    assert len(batch) == 8
+    assert sum(t.origin == "synthetic" for t in batch) == 3  # all 3 (fewer than half of 8) are in
+    only_seed = s.sample(seed, 8, np.random.default_rng(1), 1)
+    assert all(t.origin == "seed" for t in only_seed) and len(only_seed) == 8
