@@ -171,12 +171,10 @@ def test_core_rollout_multi_turn_token_accounting(tiny_ckpt: Path, vllm_types: A
             assert len(gen) == tr.info["generated_tokens"] and all(v <= 0 for v in gen)
 
 
-def test_plugin_registers_the_policy_and_records_step_metrics(tiny_ckpt: Path, vllm_types: Any, tmp_path: Path) -> None:
-    from types import SimpleNamespace
-
+def test_plugin_registers_the_policy_and_after_update_syncs(tiny_ckpt: Path, vllm_types: Any, tmp_path: Path) -> None:
+    """The core loop calls ``after_update()`` on every process after each optimisation step: the
+    engine syncs there and the sync's metrics join the step's metrics."""
     from coevolve_sdk.registry import Registry
-    from coevolve_sdk.store import RunStore
-    from coevolve_vllm import plugin
     from coevolve_vllm.policy import VLLMPolicy
 
     reg = Registry()
@@ -186,17 +184,11 @@ def test_plugin_registers_the_policy_and_records_step_metrics(tiny_ckpt: Path, v
     p = pol.encode_prompt([{"role": "user", "content": "hi"}], [])
     pol.generate([p, p], max_new_tokens=4)
     train_step(pol)
-    store = RunStore(tmp_path / "run.sqlite")
-    metrics: dict[str, float] = {"reward_mean": 0.5}
-    plugin.on_step_end(loop=SimpleNamespace(policy=pol, store=store), step=3, metrics=metrics)
+    assert not weights_equal(pol, fake)
+    metrics = pol.after_update()
     assert weights_equal(pol, fake)
     assert metrics["vllm/probe_ok"] == 1.0 and metrics["vllm/rollout_tokens"] > 0
-    stored = store.metrics()[3]
-    assert stored["vllm/sync_path"] == metrics["vllm/sync_path"] and "vllm/probe_logprob_max_abs_diff" in stored
-    # another policy is left alone
-    other: dict[str, float] = {}
-    plugin.on_step_end(loop=SimpleNamespace(policy=SimpleNamespace(name="hf"), store=store), step=4, metrics=other)
-    assert other == {}
+    assert "vllm/sync_path" in metrics and "vllm/probe_logprob_max_abs_diff" in metrics
 
 
 def test_options_are_checked() -> None:

@@ -9,7 +9,8 @@ after every optimisation step:
   post-step hook, whichever optimiser or wrapper the algorithm uses), a change of their
   version counters (``load``, ``load_state_dict``) or an explicit ``after_update()`` marks the
   copy stale;
-* the next ``generate`` (or ``after_update()``, which the plugin's ``on_step_end`` hook calls)
+* ``after_update()`` (which the core loop calls on every process right after each optimisation
+  step) or else the next ``generate``
   wakes the engine, syncs through :class:`~coevolve_vllm.sync.WeightSync`, resets the prefix
   cache and checks a fixed probe sequence's logprobs against the trainer's;
 * the first forward pass of the trainer's model after rollouts puts a colocated engine to
@@ -122,7 +123,6 @@ class VLLMPolicy(HFPolicy):
             o.sync_paths or (COLOCATED_PATHS if o.mode == "colocated" else SERVER_PATHS), log=self._log
         )
         self.last_sync: SyncReport | None = None
-        self._unreported: SyncReport | None = None
         self._stale = True  # the engine loaded the checkpoint from disk; treat it as unsynced once
         self._in_own_forward = False
         self._param_ids: set[int] = set()
@@ -297,7 +297,6 @@ class VLLMPolicy(HFPolicy):
             dist.barrier()
         else:
             report = self.weight_sync.sync(eng, self._trainer_weights(), self._verify if self.options.probe else None)
-        self._unreported = report
         eng.weights_lost = False
         self._stale = False
         self._weights_version = version
@@ -324,22 +323,6 @@ class VLLMPolicy(HFPolicy):
         and return metrics (sync path and time, probe agreement, rollout tokens/s since the
         last call)."""
         metrics = self.sync_weights()
-        self._unreported = None
-        return {**metrics, **self._throughput()}
-
-    def step_metrics(self) -> dict[str, float]:
-        """What the plugin's ``on_step_end`` hook (main process only) records for a step.
-
-        With one process it syncs right away (``after_update``). With several, a sync on the
-        main process alone could meet the other ranks' barrier (and tensor-parallel engines
-        need every rank), so the ranks sync together at their next ``generate`` and this
-        reports the latest sync not yet reported, plus throughput.
-        """
-        world, _ = _world()
-        if world == 1:
-            return self.after_update()
-        metrics = self._unreported.metrics() if self._unreported is not None else {}
-        self._unreported = None
         return {**metrics, **self._throughput()}
 
     def _throughput(self) -> dict[str, float]:
