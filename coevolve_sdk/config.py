@@ -46,6 +46,10 @@ class EvolutionConfig(_Strict):
     mode: Literal["sync", "async"] = Field("sync", description="async runs the teacher in the background and admits its tasks at the next step boundary.")
     max_signals_per_kind: int | None = Field(16, ge=1, description="Signals handed to the teacher per kind per round, after one-per-task dedup.")
     workers: int = Field(2, ge=1, description="Signals processed concurrently (each gets its own environment).")
+    judge_rollouts: Literal["off", "confirm"] = Field(
+        "off", description="confirm: a training rollout on a synthetic task that the environment graded successful counts "
+                           "only if the teacher's judge agrees (a judge that abstains leaves the grade as it is)."
+    )
 
 
 class PoolConfig(_Strict):

@@ -245,6 +245,8 @@ class CoEvolveLoop:
             seed=cfg.seed * 7_919 + step * 131 + self.algorithm.rank,
         )
         timings["time/rollout"] = time.perf_counter() - t
+        if cfg.evolution.judge_rollouts == "confirm":
+            timings.update(self._second_opinion(groups))
         all_groups: list[RolloutGroup] = self.algorithm.gather(groups)
         if self.main:
             self.registry.hook.on_rollouts_collected(loop=self, step=step, groups=all_groups)
@@ -288,6 +290,26 @@ class CoEvolveLoop:
         self.registry.hook.on_step_end(loop=self, step=step, metrics=metrics)
         self.progress.step(step, metrics)
         self.algorithm.barrier()
+
+    def _second_opinion(self, groups: list[RolloutGroup]) -> dict[str, float]:
+        """The teacher's judge as a second opinion on synthetic tasks, whose grader is derived
+        from their own reference actions: a success it rejects becomes a failure (score 0)."""
+        from .teacher import usage_meter
+
+        rejected = 0
+        with usage_meter() as meter:
+            for g in groups:
+                if g.task.origin != "synthetic":
+                    continue
+                for tr in g.trajectories:
+                    if not tr.success:
+                        continue
+                    opinion = self.teacher.judge(g.task, tr)
+                    tr.info["judge"] = opinion
+                    if opinion is False:
+                        tr.score, tr.success = 0.0, False
+                        rejected += 1
+        return {"judge/calls": float(meter.calls), "judge/rejected": float(rejected), "judge/cost_usd": meter.cost_usd}
 
     def _detect(self, groups: list[RolloutGroup], step: int) -> list[Signal]:
         signals: list[Signal] = []
