@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from .environment import AgentEnv
-from .errors import CoEvolveError
+from .errors import BudgetExhausted
 from .signals import dedupe_signals
 from .store import RunStore
 from .teacher import Teacher, describe_triplets, usage_meter
@@ -23,14 +23,6 @@ from .types import Lineage, Signal, Task, TeacherUsage, Trajectory
 from .validation import Validator
 
 __all__ = ["Evolver", "RoundResult"]
-
-
-def _budget_error() -> type[BaseException]:
-    try:
-        from .errors import BudgetExhausted  # type: ignore[attr-defined]
-    except ImportError:  # pragma: no cover - present once the LLM teacher lands
-        return type("_NeverRaised", (Exception,), {})
-    return BudgetExhausted
 
 
 @dataclass
@@ -115,7 +107,6 @@ class Evolver:
         seen = set(existing)
         lock = threading.Lock()
         stop = threading.Event()
-        budget_error = _budget_error()
 
         def handle(i: int, sig: Signal) -> None:
             if stop.is_set():
@@ -137,7 +128,7 @@ class Evolver:
                         with lock:
                             snapshot = set(seen)
                         cands = self.teacher.abstract(env, task, triplets, ctx, snapshot)
-                    except budget_error:
+                    except BudgetExhausted:
                         stop.set()
                         with lock:
                             res.budget_exhausted = True
@@ -252,6 +243,3 @@ class Evolver:
         self.store.record_usage(step, None, None, [t.id for t in accepted], meter)
         return accepted, {"candidates": len(cands), "accepted": len(accepted), "rejected": rejected}
 
-
-class EvolutionError(CoEvolveError):
-    pass

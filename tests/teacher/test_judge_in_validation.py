@@ -44,3 +44,18 @@ def test_judge_yes_or_abstaining_accepts(scripted, env, signalled, tmp_path: Pat
     assert res.accepted and all("judge agrees" in v["reason"] for v in store.verdicts(accepted=True))
     res2, s2, _ = run_round(scripted, env, signalled, tmp_path / "b", "Success: false", False)
     assert res2.accepted and "judge" not in s2.stages()
+
+
+def test_an_exhausted_budget_stops_the_round_cleanly(scripted, env, signalled, tmp_path: Path) -> None:
+    from coevolve_sdk.llm_teacher import TeacherBudget
+
+    s = scripted(good_teacher)
+    sig, traj = signalled
+    task = env.tasks()[0]
+    more = [sig.model_copy(update={"id": f"sig-{i}", "kind": k}) for i, k in enumerate(["boundary", "rare"])]
+    teacher = LiteLLMTeacher(LiteLLMTeacherOptions(model="scripted/t", rounds=1, steps_per_round=5, budget=TeacherBudget(max_calls=4)))
+    store = RunStore(tmp_path / "run.sqlite")
+    res = Evolver(teacher, Validator(), type(env), store, workers=1).run_round(1, 1, [sig, *more], {traj.id: traj}, {task.id: task}, set())
+    assert res.budget_exhausted
+    assert len(s.calls) == 4  # no request past the budget
+    assert store.rounds()[0]["budget_exhausted"] is True
