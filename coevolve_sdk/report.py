@@ -71,8 +71,10 @@ def _plots(store: RunStore, out: Path) -> dict[str, str]:
         fig, ax = plt.subplots(figsize=(5, 3.5))
         labels = [f"{e['phase']}\n(step {e['step']})" for e in evals]
         xs = range(len(evals))
-        ax.bar([x - 0.2 for x in xs], [e["success_rate"] for e in evals], width=0.4, label="success rate")
-        ax.bar([x + 0.2 for x in xs], [e["mean_score"] for e in evals], width=0.4, label="mean score")
+        b1 = ax.bar([x - 0.2 for x in xs], [e["success_rate"] for e in evals], width=0.4, label="success rate")
+        b2 = ax.bar([x + 0.2 for x in xs], [e["mean_score"] for e in evals], width=0.4, label="mean score")
+        for bars in (b1, b2):  # the numbers, so that a zero reads as a result and not as a missing plot
+            ax.bar_label(bars, fmt="%.3f", fontsize=8, padding=2)
         ax.set_xticks(list(xs), labels)
         ax.set_ylim(0, 1.05)
         ax.legend()
@@ -129,13 +131,19 @@ def _plots(store: RunStore, out: Path) -> dict[str, str]:
         ax1.bar([r + 0.2 for r in rs], [r["accepted"] for r in rounds], width=0.4, label="admitted")
         ax1.set_xlabel("evolution round")
         ax1.set_ylabel("tasks")
-        ax2 = ax1.twinx()
-        ax2.plot(rs, [r["usage"]["calls"] for r in rounds], color="black", marker="o", label="teacher calls")
-        ax2.set_ylabel("teacher LLM calls")
-        h1, l1 = ax1.get_legend_handles_labels()
-        h2, l2 = ax2.get_legend_handles_labels()
-        ax1.legend(h1 + h2, l1 + l2, loc="upper left")
-        ax1.set_title("Teacher output and usage per round")
+        calls = [r["usage"]["calls"] for r in rounds]
+        if any(calls):
+            ax2 = ax1.twinx()
+            ax2.plot(rs, calls, color="black", marker="o", label="teacher calls")
+            ax2.set_ylabel("teacher LLM calls")
+            h1, l1 = ax1.get_legend_handles_labels()
+            h2, l2 = ax2.get_legend_handles_labels()
+            ax1.legend(h1 + h2, l1 + l2, loc="upper left")
+            ax1.set_title("Teacher output and usage per round")
+        else:
+            ax1.legend(loc="upper left")
+            ax1.set_title("Teacher output per round (no LLM calls: offline teacher)")
+        ax1.set_xticks(rs)
         save(fig, "teacher.png", "Teacher usage per round")
     return made
 
