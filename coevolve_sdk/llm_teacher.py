@@ -91,6 +91,16 @@ def _strip_reasoning(text: str) -> str:
     return _THINK.sub("", text)
 
 
+
+def _reply_body(text: Any) -> str:
+    """The reply without its reasoning block; ReplyParseError when it is not text or empty."""
+    if not isinstance(text, str):
+        raise ReplyParseError(f"reply is {type(text).__name__}, not text")
+    body = _strip_reasoning(text)
+    if not body.strip():
+        raise ReplyParseError("reply is empty")
+    return body
+
 def extract_json(text: Any, expect: type | tuple[type, ...] = dict) -> Any:
     """The first JSON value of type ``expect`` found in a model reply.
 
@@ -99,13 +109,9 @@ def extract_json(text: Any, expect: type | tuple[type, ...] = dict) -> Any:
     to ``MAX_REPLY_CHARS``), so a hostile reply costs little. Raises ``ReplyParseError`` (and nothing else) when the
     reply is not a string, is empty, is too long or holds no such JSON value.
     """
-    if not isinstance(text, str):
-        raise ReplyParseError(f"reply is {type(text).__name__}, not text")
-    if len(text) > MAX_REPLY_CHARS:
+    if isinstance(text, str) and len(text) > MAX_REPLY_CHARS:
         raise ReplyParseError(f"reply is {len(text)} characters long; the limit is {MAX_REPLY_CHARS}")
-    body = _strip_reasoning(text).strip()
-    if not body:
-        raise ReplyParseError("reply is empty")
+    body = _reply_body(text).strip()
     want = expect if isinstance(expect, tuple) else (expect,)
     opener = "{["  # both, so that a reply holding the wrong kind of JSON gets a precise message
     decoder = json.JSONDecoder()
@@ -137,11 +143,7 @@ def extract_json(text: Any, expect: type | tuple[type, ...] = dict) -> Any:
 def extract_action(text: Any) -> str:
     """The action in an exploration reply: the last ``<action>...</action>`` block, or else the
     ``<tool_call>`` blocks written outside any tags. Raises ``ReplyParseError``."""
-    if not isinstance(text, str):
-        raise ReplyParseError(f"reply is {type(text).__name__}, not text")
-    body = _strip_reasoning(text)
-    if not body.strip():
-        raise ReplyParseError("reply is empty")
+    body = _reply_body(text)
     blocks = _ACTION.findall(body)
     if blocks:
         action = blocks[-1].strip()
@@ -159,11 +161,7 @@ def extract_action(text: Any) -> str:
 
 def parse_judgement(text: Any) -> bool:
     """``True``/``False`` from a judge reply holding a ``Success: true|false`` line."""
-    if not isinstance(text, str):
-        raise ReplyParseError(f"reply is {type(text).__name__}, not text")
-    body = _strip_reasoning(text)
-    if not body.strip():
-        raise ReplyParseError("reply is empty")
+    body = _reply_body(text)
     m = _SUCCESS.search(body)
     if m is None:
         raise ReplyParseError("reply has no 'Success: true' or 'Success: false' line")
