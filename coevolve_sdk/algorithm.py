@@ -79,3 +79,14 @@ class Algorithm(ABC):
 
     def barrier(self) -> None:
         return None
+
+    def close(self) -> None:
+        """Release what the algorithm holds across processes (its process group).
+
+        The loop calls it on every process once training has finished (after the last
+        checkpoint, before the final evaluation, which runs on the main process alone). A
+        process group left to the interpreter's exit can abort the process while its
+        communication threads are torn down, turning a finished run into a failure. It is not
+        called when a process fails: its peers may be inside a collective, and tearing the group
+        down then can hang instead of exiting. Must be safe to call twice."""
+        return None

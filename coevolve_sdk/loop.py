@@ -127,6 +127,8 @@ class CoEvolveLoop:
                 self._train_step(step)
                 if step % cfg.training.checkpoint_every == 0 or step == cfg.training.steps:
                     self._checkpoint(step)
+            # every process has passed the last checkpoint's barrier: nothing collective is left
+            self.algorithm.close()
             self._finish_async(wait=True)
             if self.main and cfg.eval.after:
                 self._evaluate("after")

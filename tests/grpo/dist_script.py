@@ -85,6 +85,13 @@ def main() -> None:
     torch.save({"weights": flat, "grad": grad}, out / f"{mode}-rank{alg.rank}.pt")
     (out / f"{mode}-rank{alg.rank}.json").write_text(json.dumps(info))
     alg.barrier()
+    # Finished processes tear their group down themselves (left to interpreter exit, gloo can
+    # abort a rank); closing twice is harmless.
+    alg.close()
+    alg.close()
+    import torch.distributed as dist
+
+    (out / f"{mode}-rank{alg.rank}.closed").write_text(str(dist.is_initialized()))
 
 
 if __name__ == "__main__":

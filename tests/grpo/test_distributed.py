@@ -35,6 +35,7 @@ def test_two_processes_train_like_one_on_all_the_data(tmp_path, tiny_dir):
     _run([torchrun, "--standalone", "--nproc_per_node", "2", str(SCRIPT), "dist", str(tiny_dir), str(out)])
     _run([sys.executable, str(SCRIPT), "full", str(tiny_dir), str(out)])
     _run([sys.executable, str(SCRIPT), "half", str(tiny_dir), str(out)])
+    assert [(out / f"dist-rank{r}.closed").read_text() for r in (0, 1)] == ["False", "False"]
     infos = [json.loads((out / f"dist-rank{r}.json").read_text()) for r in (0, 1)]
     assert all(i["num_processes"] == 2 and "MULTI_CPU" in i["distributed_type"] for i in infos), infos
     r0, r1 = torch.load(out / "dist-rank0.pt"), torch.load(out / "dist-rank1.pt")

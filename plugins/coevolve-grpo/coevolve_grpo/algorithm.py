@@ -218,6 +218,15 @@ class GRPO(Algorithm):
     def barrier(self) -> None:
         self.accelerator.wait_for_everyone()
 
+    def close(self) -> None:
+        """Tear the process group down ourselves: left to interpreter exit, gloo's threads can
+        be destroyed while still joinable, and the C++ runtime aborts the process (seen as a
+        random SIGABRT of one rank after a run that had finished)."""
+        import torch.distributed as dist
+
+        if dist.is_available() and dist.is_initialized():
+            dist.destroy_process_group()
+
     def _sum(self, values: list[float]) -> list[float]:
         """Sum a few numbers over all processes."""
         if self.world_size == 1:
