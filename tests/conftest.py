@@ -7,12 +7,20 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 REPO = Path(__file__).resolve().parent.parent
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+# Property tests are derandomised by default, so a CI run is repeatable and its verdict does not
+# depend on luck or on how loaded the machine is (no per-example deadline). To hunt for new
+# counterexamples, run with HYPOTHESIS_PROFILE=explore (fresh random examples on every run).
+settings.register_profile("repeatable", derandomize=True, deadline=None, database=None, print_blob=True)
+settings.register_profile("explore", deadline=None)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "repeatable"))
 
 
 @pytest.fixture
