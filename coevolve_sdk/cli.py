@@ -61,6 +61,7 @@ def run(
 ) -> None:
     """Run CoEvolve: train, detect signals, evolve the task pool, evaluate, write a report."""
     from .config import load_config
+    from .interrupts import catch_interrupts
     from .loop import CoEvolveLoop
     from .progress import Progress
 
@@ -77,7 +78,8 @@ def run(
                 raise CoEvolveError("give a config file (`coevolve run examples/bfcl-tiny.yaml`) or --resume RUN_DIR.")
             cfg = load_config(config, _parse_sets(set_))
         progress = Progress(enabled=True, console=console, quiet=quiet)
-        summary = CoEvolveLoop(cfg, resume=resume is not None, progress=progress).run()
+        with catch_interrupts():
+            summary = CoEvolveLoop(cfg, resume=resume is not None, progress=progress).run()
     except CoEvolveError as e:
         _fail(e)
         return

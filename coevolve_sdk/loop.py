@@ -32,6 +32,7 @@ from .context import RunContext
 from .environment import AgentEnv
 from .errors import ResumeError
 from .evolution import Evolver, RoundResult
+from .interrupts import raise_if_interrupted
 from .pool import TaskPool
 from .registry import Registry, get_registry
 from .rollout import EnvPool, collect_groups, evaluate
@@ -123,10 +124,12 @@ class CoEvolveLoop:
         self.progress.start(total=cfg.training.steps, completed=self.step, description="training")
         try:
             for step in range(start, cfg.training.steps + 1):
+                raise_if_interrupted()
                 self.step = step
                 self._train_step(step)
                 if step % cfg.training.checkpoint_every == 0 or step == cfg.training.steps:
                     self._checkpoint(step)
+            raise_if_interrupted()
             # every process has passed the last checkpoint's barrier: nothing collective is left
             self.algorithm.close()
             self._finish_async(wait=True)

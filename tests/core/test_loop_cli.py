@@ -164,6 +164,23 @@ def test_ctrl_c_says_how_to_resume(tmp_path: Path, sub_env: dict[str, str]) -> N
     while time.time() < deadline and not (run / "checkpoints" / "latest").exists():
         time.sleep(0.05)
     proc.send_signal(signal.SIGINT)
-    _, err = proc.communicate(timeout=60)
-    assert proc.returncode == 130
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, f"stdout:\n{out[-2000:]}\nstderr:\n{err[-4000:]}"
     assert f"coevolve run --resume {run}" in err and "Traceback" not in err
+
+
+def test_ctrl_c_swallowed_by_a_finaliser_still_stops_the_run(tmp_path: Path, sub_env: dict[str, str]) -> None:
+    # Python drops a KeyboardInterrupt raised inside __del__ ("Exception ignored"); the run must
+    # stop anyway, at the end of the step in which Ctrl-C was pressed, and resume from there.
+    cfg = write_config(tmp_path, **{"training.steps": 6, "algorithm.options.ctrl_c_in_finaliser_at": 3})
+    run = tmp_path / "run"
+    out = subprocess.run([*coevolve_cmd(), "run", str(cfg)], capture_output=True, text=True, env=sub_env, timeout=300)
+    assert out.returncode == 130, f"stdout:\n{out.stdout[-2000:]}\nstderr:\n{out.stderr[-4000:]}"
+    assert "Exception ignored" in out.stderr and f"coevolve run --resume {run}" in out.stderr
+    steps = [r[0] for r in rows(run / "run.sqlite", "SELECT DISTINCT step FROM metrics WHERE key = 'reward_mean' ORDER BY step")]
+    assert steps == [1, 2, 3]
+    resumed = subprocess.run([*coevolve_cmd(), "run", "--resume", str(run), "-q", "--set", "algorithm.options.ctrl_c_in_finaliser_at=0"],
+                             capture_output=True, text=True, env=sub_env, timeout=300)
+    assert resumed.returncode == 0, resumed.stderr
+    steps = [r[0] for r in rows(run / "run.sqlite", "SELECT DISTINCT step FROM metrics WHERE key = 'reward_mean' ORDER BY step")]
+    assert steps == [1, 2, 3, 4, 5, 6]

@@ -91,6 +91,22 @@ class ReinforceOptions(BaseModel):
     model_config = ConfigDict(extra="forbid")
     lr: float = Field(1.0, gt=0)
     step_delay: float = Field(0.0, ge=0, description="Sleep per step, so tests can kill a run mid-way.")
+    ctrl_c_in_finaliser_at: int = Field(0, ge=0, description="At this update, press Ctrl-C while a finaliser runs "
+                                        "(where Python swallows the KeyboardInterrupt); 0: never.")
+
+
+class _PressesCtrlCWhenCollected:
+    """Sends SIGINT to its own process from ``__del__`` and waits for the handler to run there,
+    which is where CPython prints "Exception ignored" and drops the KeyboardInterrupt."""
+
+    def __del__(self) -> None:
+        import os
+        import signal
+        import time
+
+        os.kill(os.getpid(), signal.SIGINT)
+        for _ in range(1000):
+            time.sleep(0.001)
 
 
 class Reinforce(Algorithm):
@@ -107,6 +123,9 @@ class Reinforce(Algorithm):
         import time
 
         time.sleep(self.options.step_delay)
+        if self.updates + 1 == self.options.ctrl_c_in_finaliser_at:
+            obj = _PressesCtrlCWhenCollected()
+            del obj  # the interrupt is raised inside __del__ and swallowed there
         pol, flat = self.policy, 0
         for g in groups:
             scores = np.array(g.scores)
