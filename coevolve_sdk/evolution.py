@@ -203,7 +203,9 @@ class Evolver:
         order = {s.id: i for i, s in enumerate(chosen)}
         res.accepted.sort(key=lambda t: order.get(t.lineage.signal_id if t.lineage else "", 0))
         res.seconds = time.perf_counter() - t0
-        self.store.record_round(round_id, step, res.summary())
+        # the validated tasks themselves too: if the run stops before the loop admits them,
+        # a resumed run admits them from here instead of paying the teacher again
+        self.store.record_round(round_id, step, {**res.summary(), "accepted_tasks": [t.model_dump(mode="json") for t in res.accepted]})
         return res
 
     def seed_pool(self, bases: list[Task], n: int, existing: set[str], step: int = 0) -> tuple[list[Task], dict[str, Any]]:

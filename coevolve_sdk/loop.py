@@ -89,6 +89,10 @@ class CoEvolveLoop:
         self.pending_signals: list[Signal] = []
         self.pending_trajectories: dict[str, Trajectory] = {}
         self._async: Future[RoundResult] | None = None
+        # the round running in the background, as checkpoints record it: its signals go back to
+        # the queue, or its validated tasks into the pool, if the run stops before admitting it
+        self._in_flight: dict[str, Any] | None = None
+        self._last_admitted_round = 0
         self._executor: ThreadPoolExecutor | None = None
         self.store: RunStore | None = None
         self.pool: TaskPool | None = None
@@ -165,7 +169,14 @@ class CoEvolveLoop:
             f"{self.run_dir} has no checkpoint yet: training starts again from step 0 with the {len(self.pool)} tasks "
             f"already admitted"
         )
-        self.store.truncate_after(0)
+        # a background round that finished before the stop kept its validated tasks in the store
+        late = [Task.model_validate(t) for rd in self.store.rounds() for t in rd.get("accepted_tasks", [])]
+        admitted = self.pool.admit(late, step=0)
+        if admitted:
+            self.progress.log(f"admitted {len(admitted)} validated tasks of a round that finished before the stop")
+            self.registry.hook.on_tasks_admitted(loop=self, step=0, tasks=admitted)
+        self.store.truncate_after(0, after_round=0)
+        self.store.set_meta("last_admitted_round", 0)
         self._prepare()
 
     def _prepare(self) -> None:
@@ -226,12 +237,38 @@ class CoEvolveLoop:
             det.load_state_dict(det_state)
         self.pending_signals = [Signal.model_validate(s) for s in state.get("pending_signals", [])]
         self.pending_trajectories = {k: Trajectory.model_validate(v) for k, v in state.get("pending_trajectories", {}).items()}
+        self._last_admitted_round = int(state.get("last_admitted_round", 0))
         if self.main:
             assert self.store is not None
-            self.store.truncate_after(self.step)
+            self._recover_round(state.get("in_flight_round"))
+            self.store.truncate_after(self.step, after_round=self.round)
+            self.store.set_meta("last_admitted_round", self._last_admitted_round)
             self.store.set_meta("status", "running")
             self.store.set_meta("resumed_from", self.step)
             self.progress.log(f"resumed from {ckpt.name}: step {self.step}, pool {len(self.pool or [])} tasks")
+
+    def _recover_round(self, in_flight: dict[str, Any] | None) -> None:
+        """Finish the background round that was running at the checkpoint: it may have been
+        admitted since (nothing to do), finished and validated but not admitted (admit its tasks
+        now, without paying the teacher again), or cut short (queue its signals again)."""
+        assert self.store is not None and self.pool is not None
+        if not in_flight or int(self.store.get_meta("last_admitted_round", 0)) >= in_flight["round"]:
+            if in_flight:
+                self._last_admitted_round = in_flight["round"]
+            return
+        r = in_flight["round"]
+        done = next((rd for rd in self.store.rounds() if rd["round"] == r and rd["step"] == in_flight["step"]), None)
+        if done is not None and "accepted_tasks" in done:
+            admitted = self.pool.admit([Task.model_validate(t) for t in done["accepted_tasks"]], step=self.step)
+            self._last_admitted_round = r
+            self.progress.log(f"round {r} had finished before the stop: admitted {len(admitted)} of its validated tasks")
+            if admitted:
+                self.registry.hook.on_tasks_admitted(loop=self, step=self.step, tasks=admitted)
+            return
+        self.pending_signals = [Signal.model_validate(x) for x in in_flight["signals"]] + self.pending_signals
+        self.pending_trajectories = {**{k: Trajectory.model_validate(v) for k, v in in_flight["trajectories"].items()},
+                                     **self.pending_trajectories}
+        self.progress.log(f"round {r} was cut short by the stop: its {len(in_flight['signals'])} signals go to the next round")
 
     # ------------------------------------------------------------------ one step
     def _train_step(self, step: int) -> None:
@@ -351,6 +388,12 @@ class CoEvolveLoop:
             if self._executor is None:
                 self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="coevolve-async")
             self._async = self._executor.submit(self.evolver.run_round, *args)
+            self._in_flight = {
+                "round": self.round,
+                "step": step,
+                "signals": [x.model_dump(mode="json") for x in signals],
+                "trajectories": {k: v.model_dump(mode="json") for k, v in trajs.items()},
+            }
             self.progress.log(f"round {self.round}: evolving {len(signals)} signals in the background")
         else:
             self._admit(self.evolver.run_round(*args))
@@ -363,13 +406,17 @@ class CoEvolveLoop:
         try:
             result = fut.result()
         except Exception as e:
+            self._in_flight = None
             self.progress.log(f"background evolution round failed: {type(e).__name__}: {e}")
             return
         self._admit(result)
+        self._in_flight = None
 
     def _admit(self, result: RoundResult) -> None:
         assert self.pool is not None and self.store is not None
         admitted = self.pool.admit(result.accepted, step=self.step)
+        self._last_admitted_round = result.round
+        self.store.set_meta("last_admitted_round", result.round)
         kinds = ", ".join(f"{k} {n}" for k, n in sorted(result.by_kind.items())) or "none"
         extra = " (budget exhausted)" if result.budget_exhausted else ""
         self.progress.log(
@@ -392,6 +439,8 @@ class CoEvolveLoop:
             "pending_signals": [s.model_dump(mode="json") for s in self.pending_signals],
             "pending_trajectories": {k: v.model_dump(mode="json") for k, v in self.pending_trajectories.items()},
             "pool_size": len(self.pool) if self.pool is not None else None,
+            "in_flight_round": self._in_flight,
+            "last_admitted_round": self._last_admitted_round,
         }
         root = self.run_dir / "checkpoints"
         # every process saves its share (accelerate writes per-rank RNG states) into the same

@@ -185,12 +185,16 @@ class RunStore:
                     (t.id, step, t.task_id, t.score, int(t.success), phase, t.without_tokens().model_dump_json()),
                 )
 
-    def truncate_after(self, step: int) -> None:
-        """Drop step records newer than ``step`` (those steps will be re-run). Tasks stay."""
+    def truncate_after(self, step: int, after_round: int | None = None) -> None:
+        """Drop step records newer than ``step`` (those steps will be re-run), and the summaries
+        of rounds numbered after ``after_round`` (their numbers will be used again). Tasks stay,
+        and so do the teacher's verdicts and usage: that money was spent."""
         with self._tx() as c:
             for table in ("trajectories", "history", "signals", "metrics"):
                 c.execute(f"DELETE FROM {table} WHERE step > ?", (step,))
             c.execute("DELETE FROM evals WHERE step > ? AND phase != 'before'", (step,))
+            if after_round is not None:
+                c.execute("DELETE FROM rounds WHERE round > ?", (after_round,))
 
     def get_trajectory(self, traj_id: str) -> Trajectory | None:
         rows = self._query("SELECT data FROM trajectories WHERE id = ?", (traj_id,))

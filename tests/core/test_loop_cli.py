@@ -184,3 +184,96 @@ def test_ctrl_c_swallowed_by_a_finaliser_still_stops_the_run(tmp_path: Path, sub
     assert resumed.returncode == 0, resumed.stderr
     steps = [r[0] for r in rows(run / "run.sqlite", "SELECT DISTINCT step FROM metrics WHERE key = 'reward_mean' ORDER BY step")]
     assert steps == [1, 2, 3, 4, 5, 6]
+
+
+def _wait_for(cond, what: str, proc: subprocess.Popen, timeout: float = 180.0) -> None:
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if cond():
+            return
+        assert proc.poll() is None, f"the run ended before {what}: {proc.communicate()[1][-3000:]}"
+        time.sleep(0.05)
+    proc.kill()
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def _db_rows(db: Path, sql: str) -> list[tuple]:
+    try:
+        return rows(db, sql) if db.exists() else []
+    except sqlite3.OperationalError:  # the run has not created its tables yet
+        return []
+
+
+def test_kill_during_a_background_round_queues_its_signals_again(tmp_path: Path, sub_env: dict[str, str]) -> None:
+    from coevolve_sdk.checkpoint import latest_checkpoint, read_state
+
+    gate = tmp_path / "gate"  # exploration waits for this file: round 1 is certainly still running
+    # slow enough steps that the kill lands mid-run, with rounds still to come after the resume
+    cfg = write_config(tmp_path, **{"training.steps": 10, "evolution.mode": "async", "algorithm.options.step_delay": 0.5,
+                                    "teacher": {"name": "toy-gated-explorer", "options": {"gate": str(gate)}}})
+    run = tmp_path / "run"
+    proc = subprocess.Popen([*coevolve_cmd(), "run", str(cfg), "-q"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=sub_env)
+
+    def at_step_4() -> bool:
+        ckpt = latest_checkpoint(run / "checkpoints")
+        return ckpt is not None and read_state(ckpt)["step"] >= 4
+
+    _wait_for(at_step_4, "the checkpoint of step 4", proc)
+    proc.kill()
+    proc.wait(timeout=60)
+    state = read_state(latest_checkpoint(run / "checkpoints"))
+    in_flight = state["in_flight_round"]
+    assert in_flight and in_flight["round"] == 1 and in_flight["signals"], state.keys()
+    cut_short = {s["id"] for s in in_flight["signals"]}
+    assert not rows(run / "run.sqlite", "SELECT * FROM teacher_usage")  # the teacher never finished a signal
+
+    gate.write_text("open")
+    assert state["step"] <= 6, "killed too late: too few steps left for another round"
+    resumed = subprocess.run([*coevolve_cmd(), "run", "--resume", str(run), "--set", "algorithm.options.step_delay=0"],
+                             capture_output=True, text=True, env=sub_env, timeout=300)
+    assert resumed.returncode == 0, resumed.stderr
+    assert "round 1 was cut short by the stop" in resumed.stdout + resumed.stderr
+    # the interrupted round's signals reached the teacher after all
+    used = {r[0] for r in rows(run / "run.sqlite", "SELECT signal_id FROM teacher_usage")}
+    assert cut_short & used
+    synth = rows(run / "run.sqlite", "SELECT data FROM tasks WHERE origin='synthetic'")
+    assert any(json.loads(d)["lineage"]["signal_id"] in cut_short for (d,) in synth)
+
+
+def test_kill_after_a_background_round_validated_admits_its_tasks_on_resume(tmp_path: Path, sub_env: dict[str, str]) -> None:
+    from coevolve_sdk.checkpoint import latest_checkpoint, read_state
+
+    # Round 1 starts at the end of step 2 and waits for the gate. The test opens it while step 3
+    # sleeps in its (slow) update, so the round finishes seconds before the loop would admit its
+    # tasks at the start of step 4; the run is killed in between.
+    gate = tmp_path / "gate"
+    cfg = write_config(tmp_path, **{"training.steps": 6, "evolution.mode": "async", "algorithm.options.step_delay": 4.0,
+                                    "teacher": {"name": "toy-gated-explorer", "options": {"gate": str(gate)}}})
+    run = tmp_path / "run"
+    db = run / "run.sqlite"
+    proc = subprocess.Popen([*coevolve_cmd(), "run", str(cfg), "-q"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=sub_env)
+
+    def round_1_running_at_a_checkpoint() -> bool:
+        ckpt = latest_checkpoint(run / "checkpoints")
+        return ckpt is not None and (read_state(ckpt).get("in_flight_round") or {}).get("round") == 1
+
+    _wait_for(round_1_running_at_a_checkpoint, "a checkpoint with round 1 running", proc)
+    time.sleep(0.5)  # step 3 is now inside its update
+    gate.write_text("open")
+    _wait_for(lambda: bool(_db_rows(db, "SELECT round FROM rounds WHERE round = 1")), "round 1 to finish", proc)
+    proc.kill()
+    proc.wait(timeout=60)
+    (data,) = rows(db, "SELECT data FROM rounds WHERE round = 1")[0]
+    validated = json.loads(data)["accepted_ids"]
+    assert validated, "round 1 validated no task: the test proves nothing"
+    assert not rows(db, "SELECT id FROM tasks WHERE origin='synthetic'"), "killed too late: round 1 was already admitted"
+    paid = rows(db, "SELECT COUNT(*) FROM teacher_usage WHERE round = 1")[0][0]
+
+    resumed = subprocess.run([*coevolve_cmd(), "run", "--resume", str(run), "--set", "algorithm.options.step_delay=0"],
+                             capture_output=True, text=True, env=sub_env, timeout=300)
+    assert resumed.returncode == 0, resumed.stderr
+    assert "round 1 had finished before the stop" in resumed.stdout + resumed.stderr
+    admitted = {r[0] for r in rows(db, "SELECT id FROM tasks WHERE origin='synthetic'")}
+    assert set(validated) <= admitted
+    # admitted from the store, not explored again: round 1's teacher bill is what it was
+    assert rows(db, "SELECT COUNT(*) FROM teacher_usage WHERE round = 1")[0][0] == paid

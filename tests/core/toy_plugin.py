@@ -188,3 +188,28 @@ class MixedGroup(SignalDetector):
 @hookimpl
 def register_signal_detectors() -> list[type]:
     return [MixedGroup]
+
+
+from coevolve_sdk.teacher import RandomExplorer  # noqa: E402
+
+
+class GatedExplorer(RandomExplorer):
+    """The random explorer, holding every exploration until a file exists: lets a test stop a
+    run while a background evolution round is provably still running."""
+
+    name = "toy-gated-explorer"
+
+    class Options(RandomExplorer.Options):
+        gate: str = Field(description="Path of a file; exploration waits until it exists.")
+
+    def explore(self, env, task, context, seed=0):  # type: ignore[no-untyped-def]
+        import time
+
+        while not Path(self.options.gate).exists():
+            time.sleep(0.02)
+        return super().explore(env, task, context, seed)
+
+
+@hookimpl
+def register_teachers() -> list[type]:
+    return [GatedExplorer]
