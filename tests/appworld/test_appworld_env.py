@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+from pathlib import Path
 import signal
 import sys
 import threading
@@ -138,6 +139,8 @@ def test_killed_worker_is_replaced_and_the_next_episode_runs(make_env):
     task = task_by_id(env, PLAYLIST_TASK)
     env.reset(options={"task": task})
     victim = env.worker.pid
+    outputs = Path(env.worker.runtime.root) / "experiments" / "outputs"
+    assert list(outputs.glob(f"coevolve-*-w{victim}")), "the open world writes its outputs under the worker's pid"
     os.kill(victim, signal.SIGKILL)
     env.worker.proc.wait(timeout=10)
     obs, r, term, _, info = env.step(fence("print(1)"))
@@ -145,6 +148,8 @@ def test_killed_worker_is_replaced_and_the_next_episode_runs(make_env):
     assert env.score() == 0.0
     _, score = run(env, task, task.reference_actions)
     assert score == 1.0 and env.worker.pid != victim
+    # the replacement swept the killed worker's outputs; the disk does not fill over a long run
+    assert not list(outputs.glob(f"coevolve-*-w{victim}"))
     # killed between episodes: reset notices and replaces it
     os.kill(env.worker.pid, signal.SIGKILL)
     env.worker.proc.wait(timeout=10)

@@ -128,6 +128,31 @@ def _close_world() -> None:
         STATE["experiment"] = None
 
 
+def _sweep_dead_outputs() -> None:
+    """Remove the experiment outputs of workers that were killed mid-episode.
+
+    A worker closes its world's output folder itself, but one killed by SIGKILL (a hung world,
+    a memory blow-up, a killed run) cannot; each worker started afterwards removes the folders
+    whose worker pid no longer exists, so a long run does not fill the disk."""
+    import re
+
+    from appworld.common.path_store import path_store
+
+    root = path_store.experiment_outputs
+    if not os.path.isdir(root):
+        return
+    for name in os.listdir(root):
+        m = re.fullmatch(r"coevolve-.+-w(\d+)", name)
+        if not m:
+            continue
+        try:
+            os.kill(int(m.group(1)), 0)
+        except ProcessLookupError:
+            shutil.rmtree(os.path.join(root, name), ignore_errors=True)
+        except PermissionError:
+            pass  # alive, someone else's
+
+
 def op_health(body: dict) -> dict:
     return {"pid": os.getpid(), "task_id": STATE["task_id"]}
 
@@ -138,7 +163,9 @@ def op_open(body: dict) -> dict:
 
     _close_world()
     task_id = body["task_id"]
-    experiment = body["experiment"]
+    # the worker's pid in the name lets a later worker recognise outputs this one left behind
+    # if it was killed (see _sweep_dead_outputs)
+    experiment = f"{body['experiment']}-w{os.getpid()}"
     world = AppWorld(task_id=task_id, experiment_name=experiment,
                      timeout_seconds=int(body.get("timeout_seconds", 30)),
                      max_interactions=int(body.get("max_interactions", 1000)),
@@ -251,6 +278,7 @@ def main(argv: list[str] | None = None) -> int:
     import appworld  # noqa: F401  (imported before listening, so the first request is quick)
     from appworld import AppWorld  # noqa: F401
 
+    _sweep_dead_outputs()
     server = HTTPServer(("127.0.0.1", args.port), Handler)
     print(f"COEVOLVE_WORKER_READY {server.server_address[1]}", flush=True)
     try:
