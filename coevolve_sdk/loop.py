@@ -252,11 +252,12 @@ class CoEvolveLoop:
         admitted since (nothing to do), finished and validated but not admitted (admit its tasks
         now, without paying the teacher again), or cut short (queue its signals again)."""
         assert self.store is not None and self.pool is not None
-        if not in_flight or int(self.store.get_meta("last_admitted_round", 0)) >= in_flight["round"]:
-            if in_flight:
-                self._last_admitted_round = in_flight["round"]
+        if not in_flight:
             return
         r = in_flight["round"]
+        if int(self.store.get_meta("last_admitted_round", 0)) >= r:
+            self._last_admitted_round = r
+            return
         done = next((rd for rd in self.store.rounds() if rd["round"] == r and rd["step"] == in_flight["step"]), None)
         if done is not None and "accepted_tasks" in done:
             admitted = self.pool.admit([Task.model_validate(t) for t in done["accepted_tasks"]], step=self.step)
