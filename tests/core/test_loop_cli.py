@@ -64,6 +64,7 @@ def test_run_writes_a_complete_run_folder(tmp_path: Path, sub_env: dict[str, str
     assert phases == {"before", "after"}
     assert (run / "report.html").exists()
     assert (run / "checkpoints" / "latest").read_text() == "step-000006"
+    assert (run / "toy-algorithm-closed").read_text() == "6"  # closed once training was over
 
 
 def test_sigkill_then_resume_loses_nothing(tmp_path: Path, sub_env: dict[str, str]) -> None:

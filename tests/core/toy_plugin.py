@@ -147,6 +147,10 @@ class Reinforce(Algorithm):
         self.updates += 1
         return {"flat_groups": float(flat), "updates": float(self.updates)}
 
+    def close(self) -> None:
+        # leaves a trace, so tests can check the loop's promise to close after training
+        (Path(self.context.run_dir) / "toy-algorithm-closed").write_text(str(self.updates))
+
     def save(self, path: Path) -> None:
         self.policy.save(path)
         (path / "reinforce.json").write_text(json.dumps({"updates": self.updates}))
