@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from types import FrameType
 
-__all__ = ["catch_interrupts", "interrupt_requested", "raise_if_interrupted"]
+__all__ = ["catch_interrupts", "raise_if_interrupted"]
 
 _requested = threading.Event()
 
@@ -40,10 +40,6 @@ def catch_interrupts() -> Iterator[None]:
         yield
     finally:
         signal.signal(signal.SIGINT, previous)
-
-
-def interrupt_requested() -> bool:
-    return _requested.is_set()
 
 
 def raise_if_interrupted() -> None:

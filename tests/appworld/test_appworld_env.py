@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import json
 import os
-from pathlib import Path
 import signal
 import sys
 import threading
+from pathlib import Path
 
 import gymnasium
 import pytest
