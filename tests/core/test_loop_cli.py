@@ -51,6 +51,24 @@ def rows(db: Path, sql: str) -> list[tuple]:
         con.close()
 
 
+def _wait_for(cond, what: str, proc: subprocess.Popen, timeout: float = 180.0) -> None:
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if cond():
+            return
+        assert proc.poll() is None, f"the run ended before {what}: {proc.communicate()[1][-3000:]}"
+        time.sleep(0.05)
+    proc.kill()
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def _db_rows(db: Path, sql: str) -> list[tuple]:
+    try:
+        return rows(db, sql) if db.exists() else []
+    except sqlite3.OperationalError:  # the run has not created its tables yet
+        return []
+
+
 def test_run_writes_a_complete_run_folder(tmp_path: Path, sub_env: dict[str, str]) -> None:
     cfg = write_config(tmp_path, **{"training.steps": 6})
     out = subprocess.run([*coevolve_cmd(), "run", str(cfg)], capture_output=True, text=True, env=sub_env, timeout=300)
@@ -113,11 +131,8 @@ def test_resume_before_the_first_checkpoint_starts_over_keeping_the_pool(tmp_pat
     run = tmp_path / "run"
     proc = subprocess.Popen([*coevolve_cmd(), "run", str(cfg)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=sub_env)
     db = run / "run.sqlite"
-    deadline = time.time() + 120
-    while time.time() < deadline:
-        if db.exists() and rows(db, "SELECT COUNT(*) FROM metrics WHERE key='reward_mean'")[0][0] >= 2:
-            break
-        time.sleep(0.1)
+    # The database file appears a moment before its tables do, so poll with the tolerant reader.
+    _wait_for(lambda: (_db_rows(db, "SELECT COUNT(*) FROM metrics WHERE key='reward_mean'") or [(0,)])[0][0] >= 2, "two steps", proc, timeout=120)
     proc.send_signal(signal.SIGKILL)
     proc.wait(timeout=30)
     tasks_before = {r[0] for r in rows(db, "SELECT id FROM tasks")}
@@ -185,24 +200,6 @@ def test_ctrl_c_swallowed_by_a_finaliser_still_stops_the_run(tmp_path: Path, sub
     assert resumed.returncode == 0, resumed.stderr
     steps = [r[0] for r in rows(run / "run.sqlite", "SELECT DISTINCT step FROM metrics WHERE key = 'reward_mean' ORDER BY step")]
     assert steps == [1, 2, 3, 4, 5, 6]
-
-
-def _wait_for(cond, what: str, proc: subprocess.Popen, timeout: float = 180.0) -> None:
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        if cond():
-            return
-        assert proc.poll() is None, f"the run ended before {what}: {proc.communicate()[1][-3000:]}"
-        time.sleep(0.05)
-    proc.kill()
-    raise AssertionError(f"timed out waiting for {what}")
-
-
-def _db_rows(db: Path, sql: str) -> list[tuple]:
-    try:
-        return rows(db, sql) if db.exists() else []
-    except sqlite3.OperationalError:  # the run has not created its tables yet
-        return []
 
 
 def test_kill_during_a_background_round_queues_its_signals_again(tmp_path: Path, sub_env: dict[str, str]) -> None:
