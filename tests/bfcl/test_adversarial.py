@@ -4,7 +4,8 @@ More than 10,000 generated actions (bad JSON, unknown or private function names,
 types, missing/extra arguments, oversized messages, non-finite and huge numbers, deep nesting,
 python code that tries to import, open, exec or reach object internals) are sent to live
 episodes. For each: ``step`` returns normally, the environment itself reported an error
-(``act`` did not raise into the base class's safety net), nothing was executed, and
+(``act`` did not raise into the base class's safety net), nothing adversarial was executed
+(a valid call in the same message may run, as in BFCL), and
 ``eval``/``exec`` were never called. A sentinel file that the injected code tries to create
 must not exist afterwards.
 """
@@ -179,6 +180,14 @@ def adversarial(sentinel: str) -> st.SearchStrategy:
                      code_injection(sentinel))
 
 
+#: The only well-formed calls the generators put next to adversarial ones.
+VALID_PARTS = {"cd(folder='x')"}
+
+
+def _flat(model_calls: list[list[list[str]]]) -> list[str]:
+    return [c for turn in model_calls for step in turn for c in step]
+
+
 class _NoCode:
     """Replaces builtins.eval/exec while an action is handled; any use is recorded."""
 
@@ -225,7 +234,10 @@ def test_ten_thousand_adversarial_actions(tmp_path: Path):
         assert info.get("error"), (action[:200], info)
         assert "traceback" not in info, info.get("traceback")  # act() handled it itself
         assert not term and reward == 0.0
-        assert env.model_calls() == before, "an adversarial action was executed"
+        ran_before, ran_after = _flat(before), _flat(env.model_calls())
+        assert ran_after[: len(ran_before)] == ran_before
+        # A valid call next to an adversarial one runs (BFCL's way); nothing else ever does.
+        assert set(ran_after[len(ran_before):]) <= VALID_PARTS, "an adversarial action was executed"
         seen.append(1)
 
     run()

@@ -65,6 +65,46 @@ def test_bad_actions_become_error_observations(action, fragment):
     assert not term and env.model_calls()[0] in ([], [["cd(folder='nowhere')"]])
 
 
+def test_a_message_runs_its_valid_calls_and_answers_each_invalid_one_in_place():
+    env = make_env()  # invalid_calls="skip", BFCL's way
+    env.reset(options={"task": _task(env, "multi_turn_base_0")})
+    action = "\n".join([format_tool_call("cd", {"folder": "document"}),
+                         format_tool_call("rm_rf", {}),
+                         format_tool_call("cd", {"folder": 7}),
+                         format_tool_call("ls", {})])
+    _, _, term, _, info = env.step(action)
+    assert not term
+    msgs = info["messages"]
+    assert [m["name"] for m in msgs] == ["cd", "error", "error", "ls"]  # one result per call, in order
+    assert json.loads(msgs[0]["content"]) == {"current_working_directory": "document"}
+    assert "no tool named 'rm_rf'" in msgs[1]["content"] and "must be a string" in msgs[2]["content"]
+    assert "final_report.pdf" in msgs[3]["content"]  # ls ran after the refused calls, inside 'document'
+    assert info["tool_names"] == ["cd", "ls"]
+    assert "rm_rf" in info["error"] and "string" in info["error"]
+    # only the calls that ran reach BFCL's checker
+    assert env.model_calls()[0] == [["cd(folder='document')", "ls()"]]
+
+
+def test_a_message_with_only_invalid_calls_leaves_no_trace_for_the_checker():
+    env = make_env()
+    env.reset(options={"task": _task(env, "multi_turn_base_0")})
+    _, _, _, _, info = env.step(format_tool_call("rm_rf", {}) + format_tool_call("cd", {}))
+    assert [m["name"] for m in info["messages"]] == ["error", "error"] and info["tool_names"] == []
+    assert env.model_calls()[0] == []
+
+
+def test_refuse_message_runs_nothing_of_a_message_with_an_invalid_call():
+    env = make_env(invalid_calls="refuse_message")
+    env.reset(options={"task": _task(env, "multi_turn_base_0")})
+    action = format_tool_call("cd", {"folder": "document"}) + format_tool_call("rm_rf", {})
+    _, _, _, _, info = env.step(action)
+    assert len(info["messages"]) == 1 and "nothing was run" in info["messages"][0]["content"]
+    assert "no tool named 'rm_rf'" in info["error"]
+    assert env.model_calls()[0] == []
+    _, _, _, _, info = env.step(format_tool_call("pwd", {}))
+    assert "document" not in info["messages"][0]["content"]  # the cd never ran
+
+
 def test_plain_answer_moves_to_next_turn_and_episode_ends_after_last():
     env = make_env()
     t = _task(env, "multi_turn_base_0")

@@ -27,7 +27,7 @@ def test_sample_action_draws_valid_calls_from_live_state():
         assert call.name in visible
         _, _, _, _, info = env.step(a)
         ok += not info.get("error")
-        assert "nothing was run" not in str(info.get("error", ""))  # arguments always pass checking
+        assert len(info["calls"]) == 1, info  # its arguments always pass the checks, so the call ran
         if env.done:
             env.reset(options={"task": t})
     assert ok >= 30

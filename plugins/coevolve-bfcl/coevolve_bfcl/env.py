@@ -82,6 +82,11 @@ class BFCLOptions(EnvOptions):
                           "BFCL's own ground truth relies on it once (multi_turn_miss_func_49).")
     max_observation_chars: int | None = Field(
         None, ge=16, description="Cut each tool result to this many characters (None: no cut, as BFCL).")
+    invalid_calls: Literal["skip", "refuse_message"] = Field(
+        "skip", description="skip: run the calls of a message that pass the checks, in order, and answer each "
+                            "one that does not with an error in its place (as BFCL's harness, which runs a "
+                            "message's calls one by one); refuse_message: run nothing of a message with any "
+                            "call that fails the checks, so the state never half-changes.")
 
 
 class BFCLMultiTurnEnv(AgentEnv):
@@ -255,18 +260,17 @@ class BFCLMultiTurnEnv(AgentEnv):
             return self._after([{"role": "user", "content": f"Error: {msg}"}], error=msg, had_calls=True)
         if not parsed.calls:
             return self._end_turn([])
-        # Check every call first: a message with any call that cannot run is refused as a whole,
-        # so the state never half-changes and the agent gets one clear error.
-        checked: list[tuple[str, dict[str, Any]]] = []
-        problems: list[str] = []
+        # Check every call before anything runs, so a checker problem is known for each call.
+        checked: list[tuple[str, dict[str, Any]] | str] = []  # (name, kwargs) or the reason it cannot run
         for call, pos in zip(parsed.calls, parsed.positional):
             try:
                 checked.append((call.name, self._check(call.name, call.arguments, pos)))
             except CallError as e:
-                problems.append(str(e))
+                checked.append(str(e))
             except Exception as e:  # a checker bug must not take the episode down
-                problems.append(f"the arguments of '{call.name[:60]}' could not be checked ({type(e).__name__})")
-        if problems:
+                checked.append(f"the arguments of '{call.name[:60]}' could not be checked ({type(e).__name__})")
+        problems = [c for c in checked if isinstance(c, str)]
+        if problems and self.opts.invalid_calls == "refuse_message":
             msg = "nothing was run. " + " | ".join(problems)
             return self._after([{"role": "tool", "name": "error", "content": f"Error: {msg}"}],
                                error=msg, had_calls=True)
@@ -274,7 +278,12 @@ class BFCLMultiTurnEnv(AgentEnv):
         errors: list[str] = []
         names: list[str] = []
         executed: list[str] = []
-        for name, args in checked:
+        for item in checked:
+            if isinstance(item, str):  # one result per call, in order, so results line up with calls
+                errors.append(item)
+                messages.append({"role": "tool", "name": "error", "content": f"Error: {item}"})
+                continue
+            name, args = item
             text, err = self._run(name, args)
             executed.append(canonical_call(name, args))
             names.append(name)
@@ -283,8 +292,11 @@ class BFCLMultiTurnEnv(AgentEnv):
             if self.opts.max_observation_chars and len(text) > self.opts.max_observation_chars:
                 text = text[: self.opts.max_observation_chars] + " ...(cut)"
             messages.append({"role": "tool", "name": name, "content": text})
-        self._calls[self._turn].append(executed)
-        self._version += 1
+        if executed:
+            # Only calls that ran reach the checker: it re-executes them, and a refused call is
+            # exactly what must never be executed outside the checks.
+            self._calls[self._turn].append(executed)
+            self._version += 1
         return self._after(messages, error="; ".join(errors) or None, had_calls=True, tool_names=names,
                            info={"calls": executed})
 
