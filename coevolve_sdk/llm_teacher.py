@@ -91,7 +91,6 @@ def _strip_reasoning(text: str) -> str:
     return _THINK.sub("", text)
 
 
-
 def _reply_body(text: Any) -> str:
     """The reply without its reasoning block; ReplyParseError when it is not text or empty."""
     if not isinstance(text, str):
@@ -100,6 +99,7 @@ def _reply_body(text: Any) -> str:
     if not body.strip():
         raise ReplyParseError("reply is empty")
     return body
+
 
 def extract_json(text: Any, expect: type | tuple[type, ...] = dict) -> Any:
     """The first JSON value of type ``expect`` found in a model reply.

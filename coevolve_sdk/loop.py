@@ -170,11 +170,9 @@ class CoEvolveLoop:
             f"already admitted"
         )
         # a background round that finished before the stop kept its validated tasks in the store
-        late = [Task.model_validate(t) for rd in self.store.rounds() for t in rd.get("accepted_tasks", [])]
-        admitted = self.pool.admit(late, step=0)
+        admitted = self._admit_stored([t for rd in self.store.rounds() for t in rd.get("accepted_tasks", [])], step=0)
         if admitted:
             self.progress.log(f"admitted {len(admitted)} validated tasks of a round that finished before the stop")
-            self.registry.hook.on_tasks_admitted(loop=self, step=0, tasks=admitted)
         self.store.truncate_after(0, after_round=0)
         self.store.set_meta("last_admitted_round", 0)
         self._prepare()
@@ -260,16 +258,23 @@ class CoEvolveLoop:
             return
         done = next((rd for rd in self.store.rounds() if rd["round"] == r and rd["step"] == in_flight["step"]), None)
         if done is not None and "accepted_tasks" in done:
-            admitted = self.pool.admit([Task.model_validate(t) for t in done["accepted_tasks"]], step=self.step)
+            admitted = self._admit_stored(done["accepted_tasks"], step=self.step)
             self._last_admitted_round = r
             self.progress.log(f"round {r} had finished before the stop: admitted {len(admitted)} of its validated tasks")
-            if admitted:
-                self.registry.hook.on_tasks_admitted(loop=self, step=self.step, tasks=admitted)
             return
         self.pending_signals = [Signal.model_validate(x) for x in in_flight["signals"]] + self.pending_signals
         self.pending_trajectories = {**{k: Trajectory.model_validate(v) for k, v in in_flight["trajectories"].items()},
                                      **self.pending_trajectories}
         self.progress.log(f"round {r} was cut short by the stop: its {len(in_flight['signals'])} signals go to the next round")
+
+    def _admit_stored(self, stored: list[dict[str, Any]], step: int) -> list[Task]:
+        """Admit the validated tasks a round wrote to the store before a stop (the teacher is
+        not paid again); tasks already in the pool are skipped by the pool itself."""
+        assert self.pool is not None
+        admitted = self.pool.admit([Task.model_validate(t) for t in stored], step=step)
+        if admitted:
+            self.registry.hook.on_tasks_admitted(loop=self, step=step, tasks=admitted)
+        return admitted
 
     # ------------------------------------------------------------------ one step
     def _train_step(self, step: int) -> None:

@@ -275,3 +275,36 @@ def test_kill_after_a_background_round_validated_admits_its_tasks_on_resume(tmp_
     assert set(validated) <= admitted
     # admitted from the store, not explored again: round 1's teacher bill is what it was
     assert rows(db, "SELECT COUNT(*) FROM teacher_usage WHERE round = 1")[0][0] == paid
+
+
+def test_kill_after_a_background_round_validated_before_any_checkpoint_admits_its_tasks(
+        tmp_path: Path, sub_env: dict[str, str]) -> None:
+    # As above, but no checkpoint exists yet, so the resume starts over from step 0: the pool it
+    # keeps must include the tasks round 1 validated before the kill.
+    gate = tmp_path / "gate"
+    cfg = write_config(tmp_path, **{"training.steps": 6, "training.checkpoint_every": 50, "evolution.mode": "async",
+                                    "algorithm.options.step_delay": 4.0,
+                                    "teacher": {"name": "toy-gated-explorer", "options": {"gate": str(gate)}}})
+    run = tmp_path / "run"
+    db = run / "run.sqlite"
+    proc = subprocess.Popen([*coevolve_cmd(), "run", str(cfg), "-q"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=sub_env)
+
+    _wait_for(lambda: (_db_rows(db, "SELECT COUNT(*) FROM metrics WHERE key='reward_mean'") or [(0,)])[0][0] >= 2,
+              "step 2, which starts round 1", proc)
+    time.sleep(0.5)  # step 3 is now inside its update
+    gate.write_text("open")
+    _wait_for(lambda: bool(_db_rows(db, "SELECT round FROM rounds WHERE round = 1")), "round 1 to finish", proc)
+    proc.kill()
+    proc.wait(timeout=60)
+    assert not (run / "checkpoints" / "latest").exists()
+    (data,) = rows(db, "SELECT data FROM rounds WHERE round = 1")[0]
+    validated = json.loads(data)["accepted_ids"]
+    assert validated, "round 1 validated no task: the test proves nothing"
+    assert not rows(db, "SELECT id FROM tasks WHERE origin='synthetic'"), "killed too late: round 1 was already admitted"
+
+    resumed = subprocess.run([*coevolve_cmd(), "run", "--resume", str(run), "--set", "algorithm.options.step_delay=0"],
+                             capture_output=True, text=True, env=sub_env, timeout=300)
+    assert resumed.returncode == 0, resumed.stderr
+    assert f"admitted {len(validated)} validated tasks of a round that finished before the stop" in resumed.stdout
+    admitted = {r[0] for r in rows(db, "SELECT id FROM tasks WHERE origin='synthetic'")}
+    assert set(validated) <= admitted
