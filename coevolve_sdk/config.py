@@ -33,7 +33,7 @@ class Component(_Strict):
 
 
 class TrainingConfig(_Strict):
-    steps: int = Field(120, ge=1, description="Training steps T (paper: 120).")
+    steps: int = Field(120, ge=0, description="Training steps T (paper: 120). 0 trains nothing and only evaluates (the zero-shot arm).")
     tasks_per_step: int = Field(32, ge=1, description="Tasks sampled from the pool per step (paper: 32).")
     checkpoint_every: int = Field(10, ge=1, description="Write a checkpoint every this many steps (and at the end).")
     keep_checkpoints: int = Field(2, ge=1, description="Checkpoints kept on disk; older ones are deleted.")
@@ -46,6 +46,18 @@ class EvolutionConfig(_Strict):
     mode: Literal["sync", "async"] = Field("sync", description="async runs the teacher in the background and admits its tasks at the next step boundary.")
     max_signals_per_kind: int | None = Field(16, ge=1, description="Signals handed to the teacher per kind per round, after one-per-task dedup.")
     workers: int = Field(2, ge=1, description="Signals processed concurrently (each gets its own environment).")
+    guidance: Literal["signals", "random"] = Field(
+        "signals", description="signals: explore from the signalled trajectories (CoEvolve); random: explore, unguided, from "
+                              "pool tasks drawn at random, every F steps whatever the signals (the paper's random-exploration arm)."
+    )
+    random_starts: int | None = Field(
+        None, ge=1, description="guidance=random: pool tasks explored from per round (default: max_signals_per_kind x 3, "
+                                "what the three detectors can hand the teacher at most)."
+    )
+    max_admitted_per_round: int | None = Field(
+        None, ge=1, description="Admit at most this many validated tasks per round (the first in signal order). Equal budgets "
+                                "make arms comparable; None: no limit."
+    )
     judge_rollouts: Literal["off", "confirm"] = Field(
         "off", description="confirm: a training rollout on a synthetic task that the environment graded successful counts "
                            "only if the teacher's judge agrees (a judge that abstains leaves the grade as it is)."
@@ -63,6 +75,10 @@ class PoolConfig(_Strict):
 class EvalConfig(_Strict):
     split: str = Field("test", description="Held-out split evaluated greedily.")
     max_tasks: int | None = Field(None, ge=1, description="Evaluate on at most this many tasks of the split.")
+    every: int | None = Field(
+        None, ge=1, description="Also evaluate every this many training steps (phase 'during'), greedily on the same tasks, "
+                                "so that held-out success can be plotted over training."
+    )
     before: bool = True
     after: bool = True
 

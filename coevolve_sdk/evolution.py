@@ -19,7 +19,7 @@ from .errors import BudgetExhausted
 from .signals import dedupe_signals
 from .store import RunStore
 from .teacher import Teacher, describe_triplets, usage_meter
-from .types import Lineage, Signal, Task, TeacherUsage, Trajectory
+from .types import ExplorationContext, Lineage, Signal, Task, TeacherUsage, Trajectory
 from .validation import Validator
 
 __all__ = ["Evolver", "RoundResult"]
@@ -38,6 +38,8 @@ class RoundResult:
     rejection_reasons: dict[str, int] = field(default_factory=dict)
     failures: list[str] = field(default_factory=list)
     budget_exhausted: bool = False
+    #: validated tasks left out because the round's admission cap was reached
+    over_budget: int = 0
     seconds: float = 0.0
     usage: TeacherUsage = field(default_factory=TeacherUsage)
 
@@ -53,6 +55,7 @@ class RoundResult:
             "rejection_reasons": self.rejection_reasons,
             "failures": self.failures[:20],
             "budget_exhausted": self.budget_exhausted,
+            "over_budget": self.over_budget,
             "seconds": self.seconds,
             "usage": self.usage.model_dump(),
         }
@@ -68,6 +71,7 @@ class Evolver:
         *,
         workers: int = 2,
         max_signals_per_kind: int | None = 16,
+        max_admitted: int | None = None,
         on_proposed: Callable[[int, list[Any]], None] | None = None,
         seed: int = 0,
     ) -> None:
@@ -77,6 +81,7 @@ class Evolver:
         self.store = store
         self.workers = workers
         self.max_signals_per_kind = max_signals_per_kind
+        self.max_admitted = max_admitted
         self.on_proposed = on_proposed
         self.seed = seed
         self._envs: list[AgentEnv] = []
@@ -98,9 +103,18 @@ class Evolver:
         trajectories: dict[str, Trajectory],
         tasks: dict[str, Task],
         existing: set[str],
+        *,
+        unguided: bool = False,
     ) -> RoundResult:
+        """Reflect on, explore from and abstract each signal; validate every candidate.
+
+        ``unguided=True`` is the paper's random-exploration arm: each "signal" only names a
+        pool task to start from (kind ``random``, no trajectory); the teacher explores it with
+        a neutral context instead of a reflection on a signalled trajectory. Everything else
+        (exploration budget, abstraction, validation, the admission cap) is the same, so the
+        two arms differ only in where exploration starts and what guides it."""
         t0 = time.perf_counter()
-        chosen = dedupe_signals(signals, default_cap=self.max_signals_per_kind)
+        chosen = list(signals) if unguided else dedupe_signals(signals, default_cap=self.max_signals_per_kind)
         res = RoundResult(round=round_id, step=step, signals_in=len(signals), signals_used=len(chosen))
         for s in chosen:
             res.by_kind[s.kind] = res.by_kind.get(s.kind, 0) + 1
@@ -112,8 +126,8 @@ class Evolver:
             if stop.is_set():
                 return
             task = tasks.get(sig.task_id)
-            traj = trajectories.get(sig.trajectory_id) or self.store.get_trajectory(sig.trajectory_id)
-            if task is None or traj is None:
+            traj = None if unguided else (trajectories.get(sig.trajectory_id) or self.store.get_trajectory(sig.trajectory_id))
+            if task is None or (traj is None and not unguided):
                 with lock:
                     res.failures.append(f"signal {sig.id}: its task or trajectory is no longer available")
                 return
@@ -123,7 +137,10 @@ class Evolver:
             try:
                 with usage_meter() as meter:
                     try:
-                        ctx = self.teacher.reflect(sig, traj, task)
+                        if traj is None:
+                            ctx = ExplorationContext(signal_kind=sig.kind, summary="Unguided exploration of the environment.")
+                        else:
+                            ctx = self.teacher.reflect(sig, traj, task)
                         triplets = self.teacher.explore(env, task, ctx, seed=self.seed + 7919 * round_id + i)
                         with lock:
                             snapshot = set(seen)
@@ -138,7 +155,7 @@ class Evolver:
                             res.failures.append(f"signal {sig.id}: teacher failed: {type(e).__name__}: {e}")
                         cands, triplets, ctx = [], [], None
                 for c in cands:
-                    c.signal_id, c.signal_kind, c.trajectory_id = sig.id, sig.kind, sig.trajectory_id
+                    c.signal_id, c.signal_kind, c.trajectory_id = sig.id, sig.kind, sig.trajectory_id or None
                     c.parent_task_id = c.parent_task_id or task.id
                     c.teacher = c.teacher or self.teacher.name
                     c.prompt_version = c.prompt_version or self.teacher.prompt_version
@@ -169,7 +186,7 @@ class Evolver:
                             parent_task_id=task.id,
                             signal_id=sig.id,
                             signal_kind=sig.kind,
-                            trajectory_id=sig.trajectory_id,
+                            trajectory_id=sig.trajectory_id or None,
                             teacher=c.teacher,
                             prompt_version=c.prompt_version,
                             step_admitted=step,
@@ -202,6 +219,10 @@ class Evolver:
         # deterministic order whatever the thread timing was
         order = {s.id: i for i, s in enumerate(chosen)}
         res.accepted.sort(key=lambda t: order.get(t.lineage.signal_id if t.lineage else "", 0))
+        if self.max_admitted is not None and len(res.accepted) > self.max_admitted:
+            over = res.accepted[self.max_admitted :]
+            res.accepted = res.accepted[: self.max_admitted]
+            res.over_budget = len(over)
         res.seconds = time.perf_counter() - t0
         # the validated tasks themselves too: if the run stops before the loop admits them,
         # a resumed run admits them from here instead of paying the teacher again

@@ -107,6 +107,7 @@ class CoEvolveLoop:
                 self.store,
                 workers=cfg.evolution.workers,
                 max_signals_per_kind=cfg.evolution.max_signals_per_kind,
+                max_admitted=cfg.evolution.max_admitted_per_round,
                 on_proposed=lambda step, cands: self.registry.hook.on_tasks_proposed(loop=self, step=step, candidates=cands),
                 seed=cfg.seed,
             )
@@ -137,7 +138,7 @@ class CoEvolveLoop:
             # every process has passed the last checkpoint's barrier: nothing collective is left
             self.algorithm.close()
             self._finish_async(wait=True)
-            if self.main and cfg.eval.after:
+            if self.main and cfg.eval.after and cfg.training.steps > 0:
                 self._evaluate("after")
             summary = self._summary()
             if self.main:
@@ -299,6 +300,7 @@ class CoEvolveLoop:
         if self.main:
             self.registry.hook.on_rollouts_collected(loop=self, step=step, groups=all_groups)
         t = time.perf_counter()
+        self.policy.before_update()
         algo_metrics = self.algorithm.step(groups)
         # a rollout engine with its own copy of the weights (vLLM) syncs here, on every process
         after_update = getattr(self.policy, "after_update", None)
@@ -329,6 +331,10 @@ class CoEvolveLoop:
             self._evolve(step)
             evo_seconds = time.perf_counter() - t
         metrics["time/evolution_wait"] = evo_seconds
+        if cfg.eval.every and step % cfg.eval.every == 0 and step != cfg.training.steps:
+            t = time.perf_counter()
+            self._evaluate("during")
+            metrics["time/eval"] = time.perf_counter() - t
         assert self.pool is not None and self.store is not None
         for origin, n in self.pool.counts().items():
             metrics[f"pool/{origin}"] = float(n)
@@ -381,19 +387,32 @@ class CoEvolveLoop:
     # ------------------------------------------------------------------ evolution
     def _evolve(self, step: int) -> None:
         assert self.pool is not None
-        if not self.pending_signals:
+        evo = self.config.evolution
+        unguided = evo.guidance == "random"
+        if not self.pending_signals and not unguided:
             return
         if self._async is not None and not self._async.done():
             return  # the previous round is still running; its signals keep accumulating
         self.round += 1
         signals, trajs = self.pending_signals, self.pending_trajectories
         self.pending_signals, self.pending_trajectories = [], {}
+        if unguided:
+            # the random-exploration arm: start from pool tasks drawn at random (its own RNG, so
+            # the training sample stream is the one every arm sees), not from the signals
+            pool_tasks = self.pool.tasks
+            n = evo.random_starts or 3 * (evo.max_signals_per_kind or 16)
+            rng = np.random.default_rng([self.config.seed, 104_729, self.round])
+            idx = rng.choice(len(pool_tasks), size=min(n, len(pool_tasks)), replace=False)
+            signals = [Signal(kind="random", task_id=pool_tasks[int(i)].id, trajectory_id="", step=step,
+                              reason="unguided exploration from a pool task drawn at random") for i in idx]
+            trajs = {}
         tasks = {t.id: t for t in self.pool.tasks}
         args = (self.round, step, signals, trajs, tasks, self.pool.fingerprints)
+        kwargs = {"unguided": unguided}
         if self.config.evolution.mode == "async":
             if self._executor is None:
                 self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="coevolve-async")
-            self._async = self._executor.submit(self.evolver.run_round, *args)
+            self._async = self._executor.submit(self.evolver.run_round, *args, **kwargs)
             self._in_flight = {
                 "round": self.round,
                 "step": step,
@@ -402,7 +421,7 @@ class CoEvolveLoop:
             }
             self.progress.log(f"round {self.round}: evolving {len(signals)} signals in the background")
         else:
-            self._admit(self.evolver.run_round(*args))
+            self._admit(self.evolver.run_round(*args, **kwargs))
 
     def _finish_async(self, wait: bool) -> None:
         fut = self._async
@@ -425,6 +444,8 @@ class CoEvolveLoop:
         self.store.set_meta("last_admitted_round", result.round)
         kinds = ", ".join(f"{k} {n}" for k, n in sorted(result.by_kind.items())) or "none"
         extra = " (budget exhausted)" if result.budget_exhausted else ""
+        if result.over_budget:
+            extra += f" ({result.over_budget} validated tasks over the round's admission cap left out)"
         self.progress.log(
             f"round {result.round} (step {result.step}): signals {kinds}; {result.candidates} proposed, "
             f"{len(admitted)} admitted, {result.rejected} rejected{extra}; pool {len(self.pool)}"

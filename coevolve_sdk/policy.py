@@ -80,6 +80,12 @@ class Policy(ABC):
     def load(self, path: Path) -> None:
         """Restore what ``save`` wrote."""
 
+    def before_update(self) -> None:
+        """Called on every process right before each optimisation step (after the step's
+        rollouts). A rollout engine that holds memory the update needs (vLLM's KV cache, say)
+        can release it here."""
+        return None
+
     def after_update(self) -> dict[str, float]:
         """Called on every process right after each optimisation step. A rollout engine that
         keeps its own copy of the weights (vLLM) syncs them here and returns metrics."""

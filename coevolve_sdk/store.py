@@ -192,7 +192,7 @@ class RunStore:
         with self._tx() as c:
             for table in ("trajectories", "history", "signals", "metrics"):
                 c.execute(f"DELETE FROM {table} WHERE step > ?", (step,))
-            c.execute("DELETE FROM evals WHERE step > ? AND phase != 'before'", (step,))
+            c.execute("DELETE FROM evals WHERE step > ?", (step,))
             if after_round is not None:
                 c.execute("DELETE FROM rounds WHERE round > ?", (after_round,))
 
@@ -272,7 +272,8 @@ class RunStore:
     # ---------------------------------------------------------------- evaluation
     def record_eval(self, step: int, phase: str, split: str, data: dict[str, Any]) -> None:
         with self._tx() as c:
-            c.execute("DELETE FROM evals WHERE phase = ? AND split = ?", (phase, split))
+            # keyed by (phase, step, split): a resumed or repeated evaluation replaces its row
+            c.execute("DELETE FROM evals WHERE phase = ? AND split = ? AND step = ?", (phase, split, step))
             c.execute("INSERT INTO evals(step, phase, split, data) VALUES (?,?,?,?)", (step, phase, split, json.dumps(data)))
 
     def evals(self) -> list[dict[str, Any]]:
