@@ -14,6 +14,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from .components import KINDS
 from .errors import ConfigError, PluginError
 from .rollout import RolloutSettings
 from .validation import ValidationOptions
@@ -152,13 +153,15 @@ def load_config(path: str | Path, overrides: dict[str, Any] | None = None) -> Ru
 def validate_components(cfg: RunConfig, registry: Any, source: str = "config") -> dict[str, Any]:
     """Resolve every named component and validate its options; returns the parsed options
     keyed by the config path (``policy``, ``detectors.0`` ...)."""
-    slots: list[tuple[str, str, Component]] = [
-        ("environment", "environment", cfg.environment),
-        ("policy", "policy", cfg.policy),
-        ("algorithm", "algorithm", cfg.algorithm),
-        ("teacher", "teacher", cfg.teacher),
-        ("pool.sampler", "sampler", cfg.pool.sampler),
-    ] + [(f"detectors.{i}", "detector", d) for i, d in enumerate(cfg.detectors)]
+    slots: list[tuple[str, str, Component]] = []
+    for kind in KINDS:  # the one list of component kinds, with where a config names each
+        value: Any = cfg
+        for part in kind.config_path.split("."):
+            value = getattr(value, part)
+        if kind.many:
+            slots += [(f"{kind.config_path}.{i}", kind.name, c) for i, c in enumerate(value)]
+        else:
+            slots.append((kind.config_path, kind.name, value))
     parsed: dict[str, Any] = {}
     for path, kind, comp in slots:
         try:

@@ -8,7 +8,10 @@ Plugins are Python distributions with an entry point in the ``coevolve`` group::
 Each entry point is loaded on its own, so one plugin that fails to import is reported (with
 its name, its distribution and the fix) while every other plugin still loads. Two plugins that
 register the same component name are reported the same way; the name stays unusable until one
-of them is disabled, and every other name keeps working.
+of them is disabled, and every other name keeps working. A plugin that implements a hook
+CoEvolve does not define (a misspelt ``register_enviroments``, say) is rejected as a whole and
+reported with the hook's name and the valid ones: pluggy would otherwise never call it, and the
+plugin would be silently half-installed.
 
 Environment variables:
 
@@ -20,6 +23,7 @@ Environment variables:
 
 from __future__ import annotations
 
+import difflib
 import importlib
 import importlib.metadata as md
 import os
@@ -30,18 +34,30 @@ from typing import Any
 import pluggy
 
 from . import hooks
+from .components import KINDS, kind as _kind
 from .errors import DuplicateComponentError, UnknownComponentError
 
-__all__ = ["Registry", "ComponentInfo", "PluginFailure", "get_registry", "reset_registry", "KINDS"]
+__all__ = ["Registry", "ComponentInfo", "PluginFailure", "get_registry", "reset_registry", "KINDS", "WELL_KNOWN"]
 
-#: component kind -> registration hook
-KINDS: dict[str, str] = {
-    "environment": "register_environments",
-    "detector": "register_signal_detectors",
-    "teacher": "register_teachers",
-    "policy": "register_policies",
-    "algorithm": "register_algorithms",
-    "sampler": "register_task_samplers",
+#: Components of this project's own plugin distributions, by (kind, name): the message for a
+#: component that is not installed names the package that provides it.
+WELL_KNOWN: dict[tuple[str, str], str] = {
+    ("teacher", "litellm"): "coevolve-litellm",
+    ("detector", "forgetting"): "coevolve-signals",
+    ("detector", "boundary"): "coevolve-signals",
+    ("detector", "rare"): "coevolve-signals",
+    ("algorithm", "grpo"): "coevolve-grpo",
+    ("policy", "hf"): "coevolve-grpo",
+    ("policy", "tiny"): "coevolve-grpo",
+    ("policy", "vllm"): "coevolve-vllm",
+    ("environment", "bfcl-multi-turn"): "coevolve-bfcl",
+    ("environment", "appworld"): "coevolve-appworld",
+    ("environment", "kvstore"): "coevolve-kvstore",
+}
+
+#: Where the well-known distributions live in a clone of the repository.
+_SOURCE = {
+    "coevolve-kvstore": "examples/plugins/coevolve-kvstore",
 }
 
 
@@ -61,6 +77,9 @@ class PluginFailure:
     distribution: str | None
     error: str
     hint: str
+    #: raised by a registration hook while the component tables were built (recomputed on
+    #: every build), as opposed to a failure to import or register the plugin (kept)
+    from_build: bool = False
 
     def message(self) -> str:
         dist = f" (distribution {self.distribution})" if self.distribution else ""
@@ -161,17 +180,54 @@ class Registry:
                               "Check its @hookimpl function names and signatures against docs/plugins/hooks.md.")
             )
             return
+        try:
+            self.pm.check_pending()
+        except pluggy.PluginValidationError as e:
+            # every plugin registered before passed this check, so the culprit is this one
+            unknown = self._unknown_hooks(record.name)
+            self.pm.unregister(name=record.name)
+            self.failures.append(self._unknown_hook_failure(record, unknown, str(e)))
+            return
         self.plugins[record.name] = record
         self._components = None
 
+    def _unknown_hooks(self, plugin_name: str) -> list[str]:
+        """Hook implementations of ``plugin_name`` that match no hook specification."""
+        out = []
+        for name, caller in vars(self.pm.hook).items():
+            if name.startswith("_") or caller.has_spec():
+                continue
+            if any(impl.plugin_name == plugin_name and not impl.optionalhook for impl in caller.get_hookimpls()):
+                out.append(name)
+        return sorted(out)
+
+    def _unknown_hook_failure(self, record: _PluginRecord, unknown: list[str], fallback: str) -> PluginFailure:
+        valid = sorted(n for n in vars(self.pm.hook) if not n.startswith("_") and getattr(self.pm.hook, n).has_spec())
+        if not unknown:
+            return PluginFailure(record.name, record.distribution, f"pluggy rejected it: {fallback}",
+                                 f"Valid hook names: {', '.join(valid)}.")
+        parts = []
+        for name in unknown:
+            close = difflib.get_close_matches(name, valid, n=1)
+            parts.append(f"'{name}'" + (f" (did you mean '{close[0]}'?)" if close else ""))
+        which = "hook" if len(unknown) == 1 else "hooks"
+        return PluginFailure(
+            record.name,
+            record.distribution,
+            f"it implements the {which} {', '.join(parts)}, which CoEvolve does not define, so the plugin was not loaded",
+            f"Rename the @hookimpl function to one of the valid hook names ({', '.join(valid)}; see "
+            f"docs/plugins/hooks.md), or skip the plugin with COEVOLVE_DISABLE_PLUGINS={record.name}.",
+        )
+
     # ------------------------------------------------------------ components
     def _build(self) -> dict[str, dict[str, ComponentInfo]]:
-        tables: dict[str, dict[str, ComponentInfo]] = {k: {} for k in KINDS}
+        tables: dict[str, dict[str, ComponentInfo]] = {k.name: {} for k in KINDS}
         self.conflicts = {}
         # hook failures are recomputed on every build; import failures of entry points stay
-        self.failures = [f for f in self.failures if not f.error.startswith("its ")]
+        self.failures = [f for f in self.failures if not f.from_build]
         self._transient = False
-        for kind, hook_name in KINDS.items():
+        for k in KINDS:
+            kind, hook_name = k.name, k.hook
             hook = getattr(self.pm.hook, hook_name)
             for impl in hook.get_hookimpls():
                 rec = self.plugins.get(impl.plugin_name)
@@ -184,7 +240,8 @@ class Registry:
                     self.failures.append(
                         PluginFailure(impl.plugin_name, rec.distribution if rec else None,
                                       f"its {hook_name}() hook raised {type(e).__name__}: {e}",
-                                      f"Fix the plugin or skip it with COEVOLVE_DISABLE_PLUGINS={impl.plugin_name}.")
+                                      f"Fix the plugin or skip it with COEVOLVE_DISABLE_PLUGINS={impl.plugin_name}.",
+                                      from_build=True)
                     )
                     continue
                 for cls in classes:
@@ -193,7 +250,7 @@ class Registry:
                         self.failures.append(
                             PluginFailure(impl.plugin_name, rec.distribution if rec else None,
                                           f"{hook_name}() returned {cls!r} without a 'name'",
-                                          "Give the class a unique 'name' class attribute.")
+                                          "Give the class a unique 'name' class attribute.", from_build=True)
                         )
                         continue
                     info = ComponentInfo(kind, name, cls, impl.plugin_name,
@@ -219,8 +276,7 @@ class Registry:
         return sorted(self.components[kind])
 
     def get(self, kind: str, name: str) -> type:
-        if kind not in KINDS:
-            raise ValueError(f"unknown component kind '{kind}'; kinds are {sorted(KINDS)}")
+        _kind(kind)  # ValueError naming the kinds
         table = self.components[kind]
         if name in table:
             return table[name].cls
@@ -234,9 +290,15 @@ class Registry:
             )
         known = ", ".join(sorted(table)) or "none"
         msg = f"No {kind} named '{name}' is registered. Known {kind} names: {known}."
+        dist = WELL_KNOWN.get((kind, name))
+        if dist is not None:
+            src = _SOURCE.get(dist, f"plugins/{dist}")
+            msg += (f" The {kind} '{name}' comes with the package {dist}: install it (from a clone of the "
+                    f"CoEvolve repository: pip install ./{src}), or, if it is installed, check that "
+                    f"COEVOLVE_LOAD_PLUGINS / COEVOLVE_DISABLE_PLUGINS do not skip it.")
         if self.failures:
             msg += " Some plugins failed to load and may be the one you need: " + " ".join(f.message() for f in self.failures)
-        else:
+        elif dist is None:
             msg += " Install the plugin that provides it (see `coevolve plugins`) or correct the name."
         raise UnknownComponentError(msg)
 

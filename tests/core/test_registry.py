@@ -7,6 +7,9 @@ import subprocess
 import textwrap
 from pathlib import Path
 
+import pytest
+
+from coevolve_sdk.errors import UnknownComponentError
 from tests.conftest import coevolve_cmd
 
 
@@ -98,3 +101,60 @@ def test_importing_a_plugin_module_first_still_registers_everything() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
+
+
+def test_misspelt_hook_implementation_is_rejected_with_its_name(tmp_path: Path, monkeypatch) -> None:
+    """pluggy never calls a hook implementation whose name matches no hook: without
+    check_pending() such a plugin would load, register nothing and say nothing."""
+    from coevolve_sdk.registry import Registry
+
+    (tmp_path / "typo_plugin.py").write_text(textwrap.dedent("""
+        from coevolve_sdk.hooks import hookimpl
+        from coevolve_sdk.teacher import RandomExplorer
+
+        class Mine(RandomExplorer):
+            name = "mine"
+
+        @hookimpl
+        def register_teacher():
+            return [Mine]
+    """))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    reg = Registry(load_entry_points=False, extra_modules=["typo_plugin"])
+    fail = next(f for f in reg.failures if f.plugin == "typo_plugin")
+    assert "'register_teacher'" in fail.error and "did you mean 'register_teachers'?" in fail.error
+    assert "register_environments" in fail.hint and "on_step_end" in fail.hint  # the valid names
+    assert "COEVOLVE_DISABLE_PLUGINS=typo_plugin" in fail.hint
+    assert "typo_plugin" not in reg.plugins  # rejected as a whole, not half-registered
+    # asking for its component names the failure instead of a bare "unknown name"
+    with pytest.raises(UnknownComponentError, match="register_teacher"):
+        reg.get("teacher", "mine")
+    # the other plugins are untouched
+    assert "random-explorer" in reg.names("teacher")
+
+
+def test_one_list_of_component_kinds_matches_the_registration_hooks() -> None:
+    """Every registration hook is a component kind and every kind has a config slot."""
+    from coevolve_sdk import hooks
+    from coevolve_sdk.components import KINDS
+    from coevolve_sdk.config import RunConfig
+
+    registration = {n for n in vars(hooks) if n.startswith("register_") and n != "register_commands"}
+    assert {k.hook for k in KINDS} == registration
+    for k in KINDS:
+        model: type = RunConfig
+        for part in k.config_path.split("."):
+            field = model.model_fields[part]
+            model = field.annotation
+        assert model is not None, k
+
+
+def test_a_missing_well_known_component_names_its_package(sub_env: dict[str, str], tmp_path: Path) -> None:
+    sub_env["COEVOLVE_LOAD_PLUGINS"] = ""  # as if no plugin distribution were installed
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("run_dir: r\nenvironment: {name: kvstore}\npolicy: {name: tiny}\nalgorithm: {name: grpo}\n")
+    out = subprocess.run([*coevolve_cmd(), "config", "check", str(cfg)], capture_output=True, text=True, env=sub_env, timeout=120)
+    assert out.returncode == 2, out.stderr
+    assert "environment.name" in out.stderr and "coevolve-kvstore" in out.stderr
+    assert "pip install ./examples/plugins/coevolve-kvstore" in out.stderr
+    assert "Traceback" not in out.stderr
