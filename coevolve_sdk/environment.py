@@ -70,6 +70,15 @@ class AgentEnv(gym.Env[str, str], ABC):
     Options: ClassVar[type[EnvOptions]] = EnvOptions
     metadata: ClassVar[dict[str, Any]] = {"render_modes": ["ansi"], "render_fps": 1}
     success_threshold: ClassVar[float] = 0.5
+    concurrent_steps: ClassVar[bool] = False
+    """Whether separate instances may run ``reset``/``step``/``score`` at the same time, each in
+    its own thread. Set it to True when an instance keeps all its state to itself and mostly
+    waits (on a socket, a subprocess, a remote service: AppWorld's workers): the rollout then
+    steps the live episodes in a thread pool (``rollout.env_workers``) and their waits overlap.
+    Leave it False for environments that share module-level state, hold a process-wide
+    resource, or are pure Python computation (the GIL would serialise them anyway); the rollout
+    steps those one after another whatever ``env_workers`` says. One instance is never used by
+    two threads at once either way."""
 
     def __init__(self, options: EnvOptions | dict[str, Any] | None = None, render_mode: str | None = None, **kwargs: Any):
         if isinstance(options, EnvOptions):

@@ -5,13 +5,21 @@ every turn the policy samples a completion for all live episodes at once, the en
 answers, and the answer is rendered with ``Policy.encode_followup`` and appended. History is
 never re-tokenised, so the loss mask (1 on the agent's sampled tokens, 0 on prompt and
 observation tokens) and the sampling logprobs line up with the tokens exactly.
+
+The environment side (``reset``, ``step``, the final ``score``) runs one episode after another,
+or, for environments that declare ``concurrent_steps`` and with ``env_workers > 1``, in a thread
+pool, so that episodes waiting on I/O (AppWorld's HTTP workers) overlap. Everything that touches
+the policy or the token bookkeeping stays in the calling thread and in episode order, so the
+trajectories are the same either way: each episode's environment sees exactly the same calls.
 """
 
 from __future__ import annotations
 
 import time
+import warnings
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Iterable, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -29,6 +37,13 @@ class RolloutSettings(BaseModel):
     max_new_tokens: int = Field(96, ge=1, description="Tokens the agent may generate per turn.")
     temperature: float = Field(0.9, ge=0.0, description="Sampling temperature in training (paper: 0.9).")
     max_context_tokens: int = Field(2048, ge=16, description="An episode whose tokens would exceed this is truncated.")
+    env_workers: int = Field(
+        1, ge=1,
+        description="Threads that reset, step and score the live episodes' environments at once. More than 1 helps "
+        "environments that wait on I/O and declare concurrent_steps (AppWorld's workers: set it to the episodes "
+        "alive at once, tasks per step x group size, or the environment's own worker limit); others are stepped "
+        "one at a time whatever this says. Trajectories do not depend on it.",
+    )
 
 
 class EnvPool:
@@ -51,6 +66,42 @@ class EnvPool:
             except Exception:
                 pass
         self._free.clear()
+
+
+_T = TypeVar("_T")
+_R = TypeVar("_R")
+
+
+class _EnvRunner:
+    """Applies a function to a list of environments, in a thread pool when allowed.
+
+    Results come back in the order of the inputs, so what the caller does with them does not
+    depend on which thread finished first."""
+
+    def __init__(self, workers: int, env_type: type) -> None:
+        self.workers = workers if getattr(env_type, "concurrent_steps", False) else 1
+        if workers > 1 and self.workers == 1:
+            warnings.warn(
+                f"rollout.env_workers={workers} is ignored for environment {getattr(env_type, 'name', '') or env_type.__name__}: "
+                f"it does not declare concurrent_steps=True, so its episodes are stepped one at a time",
+                RuntimeWarning, stacklevel=3,
+            )
+        self._pool: ThreadPoolExecutor | None = None
+
+    def __enter__(self) -> "_EnvRunner":
+        if self.workers > 1:
+            self._pool = ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="coevolve-env")
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+
+    def map(self, fn: Callable[[_T], _R], items: Iterable[_T]) -> list[_R]:
+        items = list(items)
+        if self._pool is None or len(items) < 2:
+            return [fn(x) for x in items]
+        return list(self._pool.map(fn, items))
 
 
 @dataclass
@@ -78,21 +129,42 @@ def collect_groups(
     *,
     greedy: bool = False,
     seed: int = 0,
-    on_turn: Callable[[int, int], None] | None = None,
 ) -> list[RolloutGroup]:
     """Roll out ``settings.group_size`` episodes of every task; one group per task, in order."""
     k = settings.group_size
+    slots = [(ti, task, j) for ti, task in enumerate(tasks) for j in range(k)]
+    acquired = [envs.acquire() for _ in slots]
+    if not acquired:
+        return []
+    try:
+        with _EnvRunner(settings.env_workers, type(acquired[0])) as runner:
+            return _roll_out(policy, acquired, slots, runner, settings, step, greedy=greedy, seed=seed)
+    finally:
+        for env in acquired:
+            envs.release(env)
+
+
+def _roll_out(
+    policy: Policy,
+    acquired: list[AgentEnv],
+    slots: list[tuple[int, Task, int]],
+    runner: _EnvRunner,
+    settings: RolloutSettings,
+    step: int,
+    *,
+    greedy: bool,
+    seed: int,
+) -> list[RolloutGroup]:
+    def reset(item: tuple[AgentEnv, tuple[int, Task, int]]) -> dict[str, Any]:
+        env, (ti, task, j) = item
+        return env.reset(seed=seed * 1_000_003 + ti * 101 + j, options={"task": task})[1]
+
     episodes: list[_Episode] = []
-    for ti, task in enumerate(tasks):
-        for j in range(k):
-            env = envs.acquire()
-            _, info = env.reset(seed=seed * 1_000_003 + ti * 101 + j, options={"task": task})
-            ids = policy.encode_prompt(info["messages"], info["tools"])
-            episodes.append(
-                _Episode(task, env, list(ids), [0] * len(ids), [0.0] * len(ids), len(ids), list(info["messages"]))
-            )
+    for env, (_, task, _), info in zip(acquired, slots, runner.map(reset, zip(acquired, slots))):
+        ids = policy.encode_prompt(info["messages"], info["tools"])
+        episodes.append(_Episode(task, env, list(ids), [0] * len(ids), [0.0] * len(ids), len(ids), list(info["messages"])))
+
     t0 = time.perf_counter()
-    turn = 0
     while True:
         live = [e for e in episodes if not e.done]
         if not live:
@@ -100,7 +172,8 @@ def collect_groups(
         gens = policy.generate(
             [e.ids for e in live], max_new_tokens=settings.max_new_tokens, temperature=settings.temperature, greedy=greedy
         )
-        for ep, g in zip(live, gens):
+        answers = runner.map(lambda pair: pair[0].env.step(pair[1].text), zip(live, gens))
+        for ep, g, (_, _, terminated, truncated, info) in zip(live, gens, answers):
             ep.ids.extend(g.token_ids)
             ep.mask.extend([1] * len(g.token_ids))
             ep.logprobs.extend(g.logprobs)
@@ -110,7 +183,6 @@ def collect_groups(
                 ep.mask.append(0)
                 ep.logprobs.append(0.0)
             ep.turns += 1
-            _, _, terminated, truncated, info = ep.env.step(g.text)
             ep.messages.append({"role": "assistant", "content": g.text})
             ep.messages.extend(info.get("messages", []))
             if terminated or truncated:
@@ -124,38 +196,35 @@ def collect_groups(
             ep.ids.extend(follow)
             ep.mask.extend([0] * len(follow))
             ep.logprobs.extend([0.0] * len(follow))
-        turn += 1
-        if on_turn is not None:
-            on_turn(turn, sum(1 for e in episodes if not e.done))
+    scores = runner.map(lambda ep: float(ep.env.score()), episodes)
     elapsed = time.perf_counter() - t0
 
     groups: list[RolloutGroup] = []
-    for ti, task in enumerate(tasks):
-        trajs = []
-        for ep in episodes[ti * k : (ti + 1) * k]:
-            env = ep.env
-            score = min(1.0, max(0.0, float(env.score())))
-            traj = Trajectory(
-                task_id=task.id,
-                env=env.name,
-                step=step,
-                messages=ep.messages,
-                steps=list(env.steps),
-                score=score,
-                success=score >= env.success_threshold,
-                truncated=ep.truncated,
-                info={"turns": ep.turns, "generated_tokens": ep.gen_tokens, **ep.info},
-                token_ids=ep.ids,
-                loss_mask=ep.mask,
-                logprobs=ep.logprobs,
-                prompt_length=ep.prompt_length,
-            )
-            traj.action_pattern = env.action_pattern(traj)
-            trajs.append(traj)
-            envs.release(env)
-        groups.append(RolloutGroup(task=task, step=step, trajectories=trajs))
-    if groups:
-        groups[0].trajectories[0].info["rollout_seconds"] = elapsed
+    by_task: dict[int, list[Trajectory]] = {}
+    for ep, (ti, task, _), raw in zip(episodes, slots, scores):
+        env = ep.env
+        score = min(1.0, max(0.0, raw))
+        traj = Trajectory(
+            task_id=task.id,
+            env=env.name,
+            step=step,
+            messages=ep.messages,
+            steps=list(env.steps),
+            score=score,
+            success=score >= env.success_threshold,
+            truncated=ep.truncated,
+            info={"turns": ep.turns, "generated_tokens": ep.gen_tokens, **ep.info},
+            token_ids=ep.ids,
+            loss_mask=ep.mask,
+            logprobs=ep.logprobs,
+            prompt_length=ep.prompt_length,
+        )
+        traj.action_pattern = env.action_pattern(traj)
+        by_task.setdefault(ti, []).append(traj)
+    for ti in sorted(by_task):
+        groups.append(RolloutGroup(task=slots[ti * settings.group_size][1], step=step, trajectories=by_task[ti]))
+    groups[0].trajectories[0].info["rollout_seconds"] = elapsed
+    groups[0].trajectories[0].info["env_threads"] = runner.workers
     return groups
 
 
