@@ -12,19 +12,19 @@ from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import Any, ClassVar
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel
 
-from .context import RunContext
+from .components import Component, ComponentOptions
 from .types import RolloutGroup, Task
 
 __all__ = ["Algorithm", "AlgorithmOptions"]
 
 
-class AlgorithmOptions(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class AlgorithmOptions(ComponentOptions):
+    pass
 
 
-class Algorithm(ABC):
+class Algorithm(Component, ABC):
     """Implementers provide ``step``, ``save`` and ``load``; the rest has single-process defaults.
 
     The loop guarantees: ``step`` receives only this process's groups, in the order they were
@@ -35,10 +35,6 @@ class Algorithm(ABC):
 
     name: ClassVar[str] = ""
     Options: ClassVar[type[BaseModel]] = AlgorithmOptions
-
-    def __init__(self, options: BaseModel, context: RunContext) -> None:
-        self.options = options
-        self.context = context
 
     @abstractmethod
     def step(self, groups: list[RolloutGroup]) -> dict[str, float]:

@@ -20,22 +20,26 @@ from __future__ import annotations
 
 import inspect
 import traceback
+import warnings
 from abc import ABC, abstractmethod
-from typing import Any, ClassVar
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import gymnasium as gym
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
 
+from .components import Component, ComponentOptions
 from .spaces import AnyText
 from .types import CandidateTask, Step, Task, ToolSpec, Trajectory
+
+if TYPE_CHECKING:
+    from .context import RunContext
 
 __all__ = ["AgentEnv", "EnvOptions", "Outcome", "ReplayResult"]
 
 
-class EnvOptions(BaseModel):
+class EnvOptions(ComponentOptions):
     """Options every environment accepts; subclass it to add your own."""
-
-    model_config = ConfigDict(extra="forbid")
 
     max_steps: int = Field(30, ge=1, description="Agent actions per episode before truncation (paper: 30).")
 
@@ -57,12 +61,16 @@ class ReplayResult(BaseModel):
     errors: list[str] = Field(default_factory=list)
 
 
-class AgentEnv(gym.Env[str, str], ABC):
+class AgentEnv(Component, gym.Env[str, str], ABC):
     """Base class of every CoEvolve environment.
 
     Class attributes: ``name`` (the registered name, used in configs), ``version`` (the
     gymnasium id is ``coevolve/<name>-v<version>``) and ``Options`` (a pydantic model of the
     keyword options the environment takes).
+
+    Built like every component, ``Env(options, context)``; gymnasium's
+    ``gymnasium.make("coevolve/<name>-v0", max_steps=5, render_mode="ansi")`` passes the
+    options as keywords instead, and both may be combined (keywords win).
     """
 
     name: ClassVar[str] = ""
@@ -80,11 +88,28 @@ class AgentEnv(gym.Env[str, str], ABC):
     steps those one after another whatever ``env_workers`` says. One instance is never used by
     two threads at once either way."""
 
-    def __init__(self, options: EnvOptions | dict[str, Any] | None = None, render_mode: str | None = None, **kwargs: Any):
-        if isinstance(options, EnvOptions):
-            self.options = options.model_copy(update=kwargs) if kwargs else options
-        else:
-            self.options = self.Options.model_validate({**(options or {}), **kwargs})
+    def __init__(
+        self,
+        options: EnvOptions | Mapping[str, Any] | None = None,
+        context: RunContext | None = None,
+        *,
+        render_mode: str | None = None,
+        **kwargs: Any,
+    ) -> None:
+        if isinstance(context, str):
+            # the signature before environments took a context was (options, render_mode)
+            warnings.warn(
+                f"{type(self).__name__}: AgentEnv's second argument is the run context now; "
+                "pass render_mode by keyword (super().__init__(options, context, render_mode=render_mode))",
+                DeprecationWarning,
+                stacklevel=2,
+            )
+            context, render_mode = None, context
+        if kwargs:  # gymnasium.make passes options as keywords
+            base = options.model_dump() if isinstance(options, BaseModel) else dict(options or {})
+            options = {**base, **kwargs}
+        super().__init__(options, context)
+        self.options: EnvOptions
         self.render_mode = render_mode
         self.observation_space = AnyText()
         self.action_space = AnyText()

@@ -13,11 +13,13 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from .components import Component, ComponentOptions
+
 __all__ = ["Policy", "PolicyOptions", "Generation"]
 
 
-class PolicyOptions(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class PolicyOptions(ComponentOptions):
+    pass
 
 
 class Generation(BaseModel):
@@ -34,7 +36,7 @@ class Generation(BaseModel):
     finished: bool = True
 
 
-class Policy(ABC):
+class Policy(Component, ABC):
     """What the rollout loop needs from a model.
 
     An implementer provides rendering (``encode_prompt``, ``encode_followup``), batched

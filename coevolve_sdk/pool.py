@@ -11,28 +11,26 @@ from abc import ABC, abstractmethod
 from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
+from .components import Component, ComponentOptions
 from .types import Task
 
 if TYPE_CHECKING:
     from .store import RunStore
 
-__all__ = ["TaskPool", "TaskSampler", "UniformSampler", "SyntheticFirstSampler"]
+__all__ = ["TaskPool", "TaskSampler", "UniformSampler", "SyntheticShareSampler"]
 
 
-class SamplerOptions(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class SamplerOptions(ComponentOptions):
+    pass
 
 
-class TaskSampler(ABC):
+class TaskSampler(Component, ABC):
     """Chooses ``n`` tasks for a step. Must be deterministic given ``rng``."""
 
     name: ClassVar[str] = ""
-    Options: ClassVar[type[BaseModel]] = SamplerOptions
-
-    def __init__(self, options: BaseModel | None = None, context: object | None = None) -> None:
-        self.options = options if options is not None else self.Options()
+    Options: ClassVar[type[SamplerOptions]] = SamplerOptions
 
     @abstractmethod
     def sample(self, tasks: list[Task], n: int, rng: np.random.Generator, step: int) -> list[Task]:
@@ -52,7 +50,7 @@ class UniformSampler(TaskSampler):
         return [tasks[int(i)] for i in idx]
 
 
-class SyntheticFirstSampler(TaskSampler):
+class SyntheticShareSampler(TaskSampler):
     """Reserve a share of each batch for synthetic tasks, so new tasks are practised soon."""
 
     name = "synthetic-share"

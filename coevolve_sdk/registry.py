@@ -110,7 +110,7 @@ class Registry:
         self.conflicts: dict[tuple[str, str], list[ComponentInfo]] = {}
         self._components: dict[str, dict[str, ComponentInfo]] | None = None
         self._transient = False
-        self._register_module("coevolve_sdk.builtins", source="built-in", distribution="coevolve-sdk")
+        self._register_module("coevolve_sdk.defaults", source="built-in", distribution="coevolve-sdk")
         if self.load_entry_points:
             self._load_entry_points()
         mods = [m for m in os.environ.get("COEVOLVE_PLUGIN_MODULES", "").split(",") if m.strip()]

@@ -11,16 +11,16 @@ from abc import ABC, abstractmethod
 from collections import deque
 from typing import Any, ClassVar
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel
 
-from .context import RunContext
+from .components import Component, ComponentOptions
 from .types import RolloutGroup, Signal
 
 __all__ = ["SignalDetector", "DetectorOptions", "CompetenceHistory"]
 
 
-class DetectorOptions(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class DetectorOptions(ComponentOptions):
+    pass
 
 
 class CompetenceHistory:
@@ -69,7 +69,7 @@ class CompetenceHistory:
         }
 
 
-class SignalDetector(ABC):
+class SignalDetector(Component, ABC):
     """Reads every step's rollout groups and marks trajectories worth the teacher's attention.
 
     ``kind`` is the signal kind the detector emits (``forgetting``, ``boundary``, ``rare`` or
@@ -79,10 +79,6 @@ class SignalDetector(ABC):
     name: ClassVar[str] = ""
     kind: ClassVar[str] = ""
     Options: ClassVar[type[BaseModel]] = DetectorOptions
-
-    def __init__(self, options: BaseModel | None = None, context: RunContext | None = None) -> None:
-        self.options = options if options is not None else self.Options()
-        self.context = context
 
     @abstractmethod
     def observe(self, groups: list[RolloutGroup], history: CompetenceHistory, step: int) -> list[Signal]:

@@ -17,10 +17,10 @@ from abc import ABC, abstractmethod
 from typing import Any, ClassVar, Iterator
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from .actions import ActionParseError, parse_tool_calls
-from .context import RunContext
+from .components import Component, ComponentOptions
 from .environment import AgentEnv
 from .types import CandidateTask, ExplorationContext, Signal, Step, Task, TeacherUsage, Trajectory, Triplet
 
@@ -54,9 +54,7 @@ def action_tools(action: str) -> list[str]:
         return []
 
 
-class TeacherOptions(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
+class TeacherOptions(ComponentOptions):
     rounds: int = Field(3, ge=1, description="Independent exploration rounds per signal.")
     steps_per_round: int = Field(6, ge=1, description="Actions per exploration round.")
     min_actions: int = Field(3, ge=1, description="Shortest reference action sequence a task may have (paper: 3).")
@@ -64,7 +62,7 @@ class TeacherOptions(BaseModel):
     max_candidates: int = Field(3, ge=1, description="Candidate tasks abstracted per signal at most.")
 
 
-class Teacher(ABC):
+class Teacher(Component, ABC):
     """The data half of the mutual evolution.
 
     Implementers provide ``reflect``, ``explore`` and ``abstract``. The evolution stage
@@ -76,10 +74,6 @@ class Teacher(ABC):
     name: ClassVar[str] = ""
     Options: ClassVar[type[TeacherOptions]] = TeacherOptions
     prompt_version: ClassVar[str] = "none"
-
-    def __init__(self, options: TeacherOptions | None = None, context: RunContext | None = None) -> None:
-        self.options = options if options is not None else self.Options()
-        self.context = context
 
     @abstractmethod
     def reflect(self, signal: Signal, trajectory: Trajectory, task: Task) -> ExplorationContext:

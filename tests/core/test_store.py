@@ -47,11 +47,11 @@ def test_uniform_sampler_is_seeded(tmp_path: Path) -> None:
 
 
 def test_synthetic_share_sampler_reserves_part_of_the_batch() -> None:
-    from coevolve_sdk.pool import SyntheticFirstSampler
+    from coevolve_sdk.pool import SyntheticShareSampler
 
     seed = [Task(env="e", query=f"s{i}") for i in range(20)]
     synth = [Task(env="e", query=f"y{i}", origin="synthetic") for i in range(3)]
-    s = SyntheticFirstSampler(SyntheticFirstSampler.Options(share=0.5))
+    s = SyntheticShareSampler(SyntheticShareSampler.Options(share=0.5))
     batch = s.sample(seed + synth, 8, np.random.default_rng(1), 1)
     assert len(batch) == 8
     assert sum(t.origin == "synthetic" for t in batch) == 3  # all 3 (fewer than half of 8) are in

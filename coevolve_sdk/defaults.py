@@ -1,4 +1,8 @@
-"""The core's own components, registered through the same hooks as any plugin."""
+"""The core's default components, registered through the same hooks as any plugin.
+
+(Named ``defaults`` rather than ``builtins``, which would shadow the standard module of that
+name inside the package.)
+"""
 
 from __future__ import annotations
 
@@ -21,6 +25,6 @@ def register_teachers() -> list[type]:
 
 @hookimpl
 def register_task_samplers() -> list[type]:
-    from .pool import SyntheticFirstSampler, UniformSampler
+    from .pool import SyntheticShareSampler, UniformSampler
 
-    return [UniformSampler, SyntheticFirstSampler]
+    return [UniformSampler, SyntheticShareSampler]
