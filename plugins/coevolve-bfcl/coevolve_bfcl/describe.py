@@ -9,14 +9,14 @@ so the task is solvable from the query alone.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any, Callable
 
 from coevolve_sdk.types import Step
 
 from .calls import parse_action
 
-if TYPE_CHECKING:
-    from .env import BFCLMultiTurnEnv
+#: ``short_doc(name)``: the first sentence of a function's BFCL doc (KeyError for an unknown one)
+ShortDoc = Callable[[str], str]
 
 TEMPLATES: dict[str, str] = {
     "cd": "go into the folder '{folder}'",
@@ -65,7 +65,7 @@ def _value(v: Any) -> str:
     return repr(v)
 
 
-def describe_call(env: "BFCLMultiTurnEnv", name: str, args: dict[str, Any]) -> str:
+def describe_call(short_doc: ShortDoc, name: str, args: dict[str, Any]) -> str:
     tpl = TEMPLATES.get(name)
     if tpl is not None:
         try:
@@ -77,7 +77,7 @@ def describe_call(env: "BFCLMultiTurnEnv", name: str, args: dict[str, Any]) -> s
         except (KeyError, IndexError, ValueError):
             pass
     try:
-        base = env.short_doc(name).rstrip(".") or name
+        base = short_doc(name).rstrip(".") or name
     except KeyError:
         base = name
     base = base[0].lower() + base[1:] if base else name
@@ -86,7 +86,7 @@ def describe_call(env: "BFCLMultiTurnEnv", name: str, args: dict[str, Any]) -> s
     return base
 
 
-def describe_steps(env: "BFCLMultiTurnEnv", steps: list[Step]) -> str:
+def describe_steps(short_doc: ShortDoc, steps: list[Step]) -> str:
     phrases: list[str] = []
     for s in steps:
         try:
@@ -94,7 +94,7 @@ def describe_steps(env: "BFCLMultiTurnEnv", steps: list[Step]) -> str:
         except Exception:
             continue
         for c, pos in zip(parsed.calls, parsed.positional):
-            phrases.append(describe_call(env, c.name, dict(c.arguments)))
+            phrases.append(describe_call(short_doc, c.name, dict(c.arguments)))
     if not phrases:
         return "Nothing needs to be done."
     if len(phrases) == 1:

@@ -27,11 +27,12 @@ from coevolve_sdk.types import CandidateTask, Step, Task, ToolSpec
 
 from . import _bfcl
 from .calls import CallError, call_to_toolcall, canonical_call, check_arguments, format_result, parse_action
+from .describe import describe_steps
+from .sampling import sample_call
+from .splits import split_of
 from .tooldocs import short_description, to_toolspec
 
 __all__ = ["BFCLMultiTurnEnv", "BFCLOptions", "split_of"]
-
-SPLIT_SALT = "coevolve-bfcl-split-v1"
 
 SYSTEM_PROMPT = (
     "You are an assistant that completes the user's requests by calling the available tools.\n"
@@ -44,18 +45,6 @@ SYSTEM_PROMPT = (
 
 END_OF_TURN_ANSWER = "Done."
 CANNOT_ANSWER = "I cannot complete this request with the available tools and information."
-
-
-def split_of(entry_id: str, test_fraction: float = 0.5) -> str:
-    """``"train"`` or ``"test"`` for a BFCL entry id, decided by a salted hash of its number.
-
-    The four multi-turn categories are variants of the same 200 scenarios (``multi_turn_base_7``
-    and ``multi_turn_miss_func_7`` share their state and requests), so the split hashes the
-    number only: a scenario is on the same side in every category.
-    """
-    number = entry_id.rsplit("_", 1)[-1]
-    h = int(hashlib.sha256(f"{SPLIT_SALT}:{number}".encode()).hexdigest()[:8], 16)
-    return "test" if h / 2**32 < test_fraction else "train"
 
 
 class BFCLOptions(EnvOptions):
@@ -101,12 +90,9 @@ class BFCLMultiTurnEnv(AgentEnv):
     version: ClassVar[int] = 0
     Options: ClassVar[type[EnvOptions]] = BFCLOptions
 
-    def __init__(self, options: EnvOptions | dict[str, Any] | None = None, render_mode: Any = None,
-                 context: RunContext | None = None, **kwargs: Any):
-        if isinstance(render_mode, RunContext):  # built as Cls(options, context)
-            context, render_mode = render_mode, None
-        super().__init__(options, render_mode=render_mode, **kwargs)
-        self.context = context
+    def __init__(self, options: EnvOptions | dict[str, Any] | None = None, context: RunContext | None = None, *,
+                 render_mode: str | None = None, **kwargs: Any):
+        super().__init__(options, context, render_mode=render_mode, **kwargs)
         self._run_dir = context.run_dir if context is not None else None
         self._entry: dict[str, Any] = {}
         self._instances: dict[str, Any] = {}
@@ -398,15 +384,11 @@ class BFCLMultiTurnEnv(AgentEnv):
 
     # ------------------------------------------------------------------ exploration
     def sample_action(self) -> str:
-        from .sampling import sample_call
-
         name, args = sample_call(self, self.np_random)
         return format_tool_call(name, args)
 
     def describe(self, task: Task | None, steps: list[Step]) -> str:
-        from .describe import describe_steps
-
-        return describe_steps(self, steps)
+        return describe_steps(self.short_doc, steps)
 
     def make_task(self, candidate: CandidateTask, base: Task | None) -> Task:
         """A BFCL-format entry on ``base``'s initial state with one user turn (the candidate's
@@ -445,7 +427,13 @@ class BFCLMultiTurnEnv(AgentEnv):
         return Task(env=self.name, query=candidate.query, origin="synthetic", split="train", payload=payload,
                     reference_actions=actions)
 
-    # ------------------------------------------------------------------ helpers for samplers
+    # ------------------------------------------------------------------ what the sampler reads
+    def tool_names(self) -> list[str]:
+        return list(self._visible)
+
+    def owner_of(self, name: str) -> str:
+        return self._owner[name]
+
     def instance_of(self, name: str) -> Any:
         return self._instances[self._owner[name]]
 

@@ -12,7 +12,9 @@ preference:
 3. scalars of the right type found in the backend's public state;
 4. a plain random value of the right type.
 
-Values are drawn with the environment's ``np_random`` so exploration is reproducible.
+Values are drawn with the environment's ``np_random`` so exploration is reproducible. The
+functions read the live state through :class:`LiveTools`, which the environment provides, so
+this module never imports the environment.
 """
 
 from __future__ import annotations
@@ -20,15 +22,34 @@ from __future__ import annotations
 import functools
 import inspect
 import re
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any, Callable, Protocol
 
 import numpy as np
 
 from . import _bfcl
 from .calls import CallError, call_to_toolcall, check_arguments
+from .splits import split_of
 
-if TYPE_CHECKING:
-    from .env import BFCLMultiTurnEnv
+
+class LiveTools(Protocol):
+    """What sampling reads of an episode in progress (``BFCLMultiTurnEnv`` provides it)."""
+
+    def tool_names(self) -> list[str]:
+        """The functions the agent can see now."""
+        ...
+
+    def owner_of(self, name: str) -> str:
+        """The backend class that implements ``name``."""
+        ...
+
+    def instance_of(self, name: str) -> Any:
+        """The live backend instance that implements ``name``."""
+        ...
+
+    def doc_of(self, name: str) -> dict[str, Any]:
+        """BFCL's doc of ``name`` (its parameters' JSON schema)."""
+        ...
+
 
 WORDS = ["report", "notes", "budget", "draft", "summary", "data", "plan", "archive", "todo", "log",
          "project", "review", "update", "meeting", "final", "alpha", "beta", "results", "backup", "ideas"]
@@ -37,8 +58,6 @@ _WORD = re.compile(r"[A-Za-z][A-Za-z0-9_-]{2,}")
 
 @functools.lru_cache(maxsize=None)
 def _vocabulary_frozen() -> dict[tuple[str, str], tuple[Any, ...]]:
-    from .env import split_of
-
     vocab: dict[tuple[str, str], list[Any]] = {}
     for cat in _bfcl.CATEGORIES:
         for e in _bfcl.load_entries(cat):
@@ -202,7 +221,7 @@ PROVIDERS: dict[str, Callable[[Any, str, str], list[Any]]] = {
 }
 
 #: Calls whose arguments belong together (credentials held by the backend itself).
-def _paired(env: "BFCLMultiTurnEnv", name: str) -> dict[str, Any]:
+def _paired(env: LiveTools, name: str) -> dict[str, Any]:
     inst = env.instance_of(name)
     if name == "authenticate_twitter" and getattr(inst, "username", None) and getattr(inst, "password", None):
         return {"username": inst.username, "password": inst.password}
@@ -256,9 +275,9 @@ def _random_value(rng: np.random.Generator, schema: dict[str, Any]) -> Any:
     return _pick(rng, WORDS)
 
 
-def sample_value(env: "BFCLMultiTurnEnv", name: str, param: str, schema: dict[str, Any], rng: np.random.Generator) -> Any:
+def sample_value(env: LiveTools, name: str, param: str, schema: dict[str, Any], rng: np.random.Generator) -> Any:
     inst = env.instance_of(name)
-    provider = PROVIDERS.get(env._owner[name])
+    provider = PROVIDERS.get(env.owner_of(name))
     live = [v for v in (provider(inst, name, param) if provider else []) if v is not None]
     vocab = vocabulary(name, param)
     r = rng.random()
@@ -274,9 +293,9 @@ def sample_value(env: "BFCLMultiTurnEnv", name: str, param: str, schema: dict[st
     return _random_value(rng, schema)
 
 
-def sample_call(env: "BFCLMultiTurnEnv", rng: np.random.Generator, attempts: int = 8) -> tuple[str, dict[str, Any]]:
+def sample_call(env: LiveTools, rng: np.random.Generator, attempts: int = 8) -> tuple[str, dict[str, Any]]:
     """A call ``(name, arguments)`` to one of the visible tools that passes argument checking."""
-    names = [t.name for t in env.tools()]
+    names = env.tool_names()
     if not names:
         raise RuntimeError("no tools are visible in this state")
     last: tuple[str, dict[str, Any]] | None = None
