@@ -157,6 +157,55 @@ def test_killed_worker_is_replaced_and_the_next_episode_runs(make_env):
     assert score == 1.0
 
 
+def _raw_request(url: str, path: str, body: dict, headers: dict) -> tuple[int, dict]:
+    """A request to a worker from outside its pool (another local process would do this)."""
+    import urllib.error
+    import urllib.request
+
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    req = urllib.request.Request(url + path, data=json.dumps(body).encode(), headers={"Content-Type": "application/json", **headers})
+    try:
+        with opener.open(req, timeout=60) as resp:
+            return resp.status, json.loads(resp.read())
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read())
+
+
+def test_worker_refuses_requests_without_the_pool_token(make_env):
+    from coevolve_appworld.pool import TOKEN_HEADER
+
+    env = make_env()
+    env.reset(options={"task": task_by_id(env, PLAYLIST_TASK)})
+    worker = env.worker
+    plant = {"code": "coevolve_marker = 'planted'\nprint('ran')"}
+    for headers in ({}, {TOKEN_HEADER: ""}, {TOKEN_HEADER: "x" * 43}, {TOKEN_HEADER: worker._token[:-1]}):
+        for path in ("/execute", "/health", "/close"):
+            status, payload = _raw_request(worker.url, path, plant, headers)
+            assert status == 403 and payload["ok"] is False and TOKEN_HEADER in payload["error"], (path, headers, payload)
+    # nothing of the refused requests ran, and the pool's own requests still work on the same world
+    obs, *_ = env.step(fence("print(coevolve_marker)"))
+    assert "NameError" in obs
+    obs, *_ = env.step(fence("print(apis.supervisor.show_profile()['first_name'])"))
+    assert obs.strip() == "Noor" and env.worker.pid == worker.pid
+    status, payload = _raw_request(worker.url, "/health", {}, {TOKEN_HEADER: worker._token})
+    assert status == 200 and payload["result"]["pid"] == worker.pid
+    # the secret is not on the worker's command line (every local user can read that in ps)
+    assert worker._token.encode() not in Path(f"/proc/{worker.pid}/cmdline").read_bytes()
+
+
+def test_worker_will_not_serve_without_a_token(appworld_home):
+    import subprocess
+
+    from coevolve_appworld.runtime import isolated_script, load_runtime
+
+    rt = load_runtime(appworld_home)
+    env = {k: v for k, v in rt.subprocess_env().items() if k != "COEVOLVE_WORKER_TOKEN"}
+    proc = subprocess.run([rt.python, str(isolated_script("worker.py")), "--root", rt.root], env=env, input=b"",
+                          capture_output=True, timeout=120)
+    assert proc.returncode == 2 and b"COEVOLVE_WORKER_TOKEN" in proc.stderr
+    assert b"COEVOLVE_WORKER_READY" not in proc.stdout
+
+
 def test_two_groups_in_parallel_do_not_interfere(make_env):
     from coevolve_sdk.rollout import EnvPool
 
@@ -271,3 +320,23 @@ def test_gymnasium_make_and_cli(appworld_home):
 
 def test_sdk_process_never_imports_appworld(appworld_home):
     assert "appworld" not in sys.modules
+
+
+def test_rollout_steps_episodes_concurrently_with_the_same_result(make_env):
+    # the core rollout with a policy that replays each task's reference one statement per turn:
+    # stepped from three threads, the episodes' worlds run side by side and every trajectory is
+    # the one sequential stepping gives
+    from coevolve_appworld.testing import ScriptPolicy
+    from coevolve_sdk.rollout import EnvPool, RolloutSettings, collect_groups
+
+    tasks = make_env().tasks("train")
+    policy = ScriptPolicy(tasks)
+    envs = EnvPool(lambda: make_env())
+    runs = {}
+    for workers in (1, 3):
+        groups = collect_groups(policy, envs, tasks, RolloutSettings(group_size=1, env_workers=workers), step=0)
+        assert groups[0].trajectories[0].info["env_threads"] == workers
+        runs[workers] = [(t.task_id, t.messages[2:], t.score, t.action_pattern) for g in groups for t in g.trajectories]
+    assert runs[1] == runs[3]
+    assert [score for _, _, score, _ in runs[3]] == [1.0, 1.0, 1.0]
+    assert all(len(messages) >= 8 for _, messages, _, _ in runs[3])  # several turns each

@@ -68,6 +68,9 @@ class AppWorldEnv(AgentEnv):
     name = "appworld"
     version = 0
     Options = AppWorldOptions
+    # each instance holds its own worker process and only waits on it over HTTP; the pool that
+    # lends workers is locked, so episodes can be stepped from several threads at once
+    concurrent_steps = True
 
     def __init__(self, options: AppWorldOptions | dict[str, Any] | None = None, render_mode: str | None = None, **kwargs: Any):
         super().__init__(options, render_mode, **kwargs)
@@ -102,11 +105,8 @@ class AppWorldEnv(AgentEnv):
 
     def _replace_worker(self) -> None:
         if self._worker is not None:
-            self._worker.kill()
             old, self._worker = self._worker, None
-            with self.pool._lock:
-                self.pool._busy.discard(old)
-            self.pool.replaced += 1
+            self.pool.discard(old)
 
     def _call(self, path: str, body: dict[str, Any] | None = None, timeout: float | None = None) -> Any:
         t = timeout if timeout is not None else self.options.execution_timeout + self.options.request_grace

@@ -10,6 +10,10 @@ it, and replaces one that died or stopped answering (a request that outlives its
 the worker killed: a hung world costs its episode, never the run). Every worker is killed when
 the pool closes, at interpreter exit (``atexit``), or when its parent dies (it exits at end of
 file on its stdin).
+
+Every request carries the pool's secret token (generated with ``secrets`` when the pool is made,
+handed to each worker in its environment, never on its command line); a worker refuses requests
+without it, so no other local process can run code through a worker's ``/execute``.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ import atexit
 import collections
 import json
 import os
+import secrets
 import subprocess
 import threading
 import urllib.error
@@ -31,6 +36,14 @@ __all__ = ["Worker", "WorkerPool", "WorkerError", "WorkerFailure", "PoolExhauste
 
 # Loopback only; a proxy from the environment (HTTP_PROXY) must never see these requests.
 _OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+# How the secret reaches a worker and comes back on each request (see isolated/worker.py).
+TOKEN_ENV = "COEVOLVE_WORKER_TOKEN"
+TOKEN_HEADER = "X-CoEvolve-Token"
+
+
+def new_token() -> str:
+    """A fresh secret for a pool's workers (256 random bits)."""
+    return secrets.token_urlsafe(32)
 
 
 class WorkerError(RuntimeError):
@@ -48,17 +61,20 @@ class PoolExhausted(RuntimeError):
 class Worker:
     """One AppWorld worker process and a small JSON-over-HTTP client for it."""
 
-    def __init__(self, runtime: Runtime, memory_mb: int = 4096, start_timeout: float = 180.0) -> None:
+    def __init__(self, runtime: Runtime, memory_mb: int = 4096, start_timeout: float = 180.0, token: str | None = None) -> None:
         self.runtime = runtime
         self.memory_mb = memory_mb
+        self._token = token or new_token()
         self._tail: collections.deque[str] = collections.deque(maxlen=40)
         workdir = os.path.join(runtime.root, "workers")
         os.makedirs(workdir, exist_ok=True)
         cmd = [runtime.python, "-W", "ignore", str(isolated_script("worker.py")), "--root", runtime.root,
                "--memory-mb", str(memory_mb)]
+        env = runtime.subprocess_env()
+        env[TOKEN_ENV] = self._token  # the environment, not argv: argv is world-readable in ps
         self.proc = subprocess.Popen(
             cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-            env=runtime.subprocess_env(), cwd=workdir, start_new_session=True,
+            env=env, cwd=workdir, start_new_session=True,
         )
         self.port = self._wait_ready(start_timeout)
         self.url = f"http://127.0.0.1:{self.port}"
@@ -112,7 +128,8 @@ class Worker:
         if not self.alive():
             raise WorkerError(f"worker {self.pid} is not running (exit code {self.proc.poll()})")
         data = json.dumps(body or {}).encode()
-        req = urllib.request.Request(self.url + path, data=data, headers={"Content-Type": "application/json"})
+        req = urllib.request.Request(self.url + path, data=data,
+                                     headers={"Content-Type": "application/json", TOKEN_HEADER: self._token})
         try:
             with _OPENER.open(req, timeout=timeout) as resp:
                 payload = json.loads(resp.read())
@@ -170,13 +187,15 @@ class WorkerPool:
         self._busy: set[Worker] = set()
         self._lock = threading.Lock()
         self._closed = False
+        self._token = new_token()
         self.started = 0
         self.replaced = 0
         _register_for_exit(self)
 
     def _start(self) -> Worker:
-        w = Worker(self.runtime, memory_mb=self.memory_mb, start_timeout=self.start_timeout)
-        self.started += 1
+        w = Worker(self.runtime, memory_mb=self.memory_mb, start_timeout=self.start_timeout, token=self._token)
+        with self._lock:  # environments acquire from several threads when the rollout steps them concurrently
+            self.started += 1
         return w
 
     def acquire(self) -> Worker:
@@ -200,7 +219,8 @@ class WorkerPool:
                         self._busy.add(w)
                     return w
                 w.kill()
-                self.replaced += 1
+                with self._lock:
+                    self.replaced += 1
                 continue
             try:
                 w = self._start()
@@ -219,12 +239,16 @@ class WorkerPool:
                 return
         worker.kill()
 
-    def replace(self, worker: Worker) -> Worker:
-        """Kill ``worker`` (dead or stuck) and lend a fresh one in its slot."""
+    def discard(self, worker: Worker) -> None:
+        """Kill a lent ``worker`` (dead or stuck) and free its slot; the next acquire starts a new one."""
         worker.kill()
         with self._lock:
             self._busy.discard(worker)
-        self.replaced += 1
+            self.replaced += 1
+
+    def replace(self, worker: Worker) -> Worker:
+        """Kill ``worker`` (dead or stuck) and lend a fresh one in its slot."""
+        self.discard(worker)
         return self.acquire()
 
     def live(self) -> int:

@@ -9,6 +9,13 @@ Why a script of our own rather than ``appworld serve environment``:
 * Grading a synthetic task by state needs the world's database before and after; the stock
   server has no endpoint for that.
 * A memory ceiling (``RLIMIT_AS``) is set here, before AppWorld is imported.
+* Every request must carry the pool's secret token (header ``X-CoEvolve-Token``): binding to
+  loopback keeps other machines out, the token keeps out other processes on this one (any local
+  user could otherwise run code through ``/execute``). The token arrives in the environment
+  variable ``COEVOLVE_WORKER_TOKEN`` (never on the command line, which every user can read in
+  ``ps``); the worker takes it out of its environment before AppWorld loads, refuses to start
+  without one, and compares in constant time. A request without the right token gets HTTP 403
+  and nothing runs.
 
 Protocol: JSON in, JSON out. Every reply is ``{"ok": true, "result": ...}`` or
 ``{"ok": false, "error": "..."}``. When the server is listening it prints one line
@@ -19,6 +26,7 @@ parent died or closed the pipe), so orphans never outlive the run.
 from __future__ import annotations
 
 import argparse
+import hmac
 import json
 import os
 import shutil
@@ -32,6 +40,10 @@ from http.server import BaseHTTPRequestHandler, HTTPServer
 NOT_WORLD_APPS = {"admin", "api_docs", "supervisor"}
 
 STATE: dict = {"world": None, "task_id": None, "experiment": None, "start": None}
+
+TOKEN_ENV = "COEVOLVE_WORKER_TOKEN"
+TOKEN_HEADER = "X-CoEvolve-Token"
+_TOKEN: bytes = b""
 
 
 def _limit_memory(megabytes: int) -> None:
@@ -235,10 +247,23 @@ class Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(data)
 
+    def _authorised(self) -> bool:
+        """Constant-time check of the request's token; a refused request is answered and the
+        connection closed without reading its body."""
+        given = (self.headers.get(TOKEN_HEADER) or "").encode("utf-8", "replace")
+        if _TOKEN and hmac.compare_digest(given, _TOKEN):
+            return True
+        self.close_connection = True
+        self._reply(403, {"ok": False, "error": f"missing or wrong {TOKEN_HEADER} header: this worker serves only its own pool"})
+        return False
+
     def do_GET(self):
-        self._dispatch({})
+        if self._authorised():
+            self._dispatch({})
 
     def do_POST(self):
+        if not self._authorised():
+            return
         n = int(self.headers.get("Content-Length") or 0)
         try:
             body = json.loads(self.rfile.read(n) or b"{}")
@@ -272,6 +297,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--memory-mb", type=int, default=4096, help="address-space ceiling; 0 = none")
     parser.add_argument("--port", type=int, default=0, help="0 = any free port")
     args = parser.parse_args(argv)
+    global _TOKEN
+    _TOKEN = os.environ.pop(TOKEN_ENV, "").encode()
+    if len(_TOKEN) < 16:
+        print(f"refusing to serve without a secret token: set {TOKEN_ENV} (at least 16 characters) in the "
+              f"worker's environment; the SDK's WorkerPool does this", file=sys.stderr)
+        return 2
     os.environ["APPWORLD_ROOT"] = os.path.abspath(args.root)
     threading.Thread(target=_exit_on_stdin_eof, daemon=True).start()
     _limit_memory(args.memory_mb)
