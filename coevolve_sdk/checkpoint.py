@@ -1,19 +1,34 @@
-"""Atomic checkpoints: a checkpoint folder is either complete or absent.
+"""Atomic, verifiable checkpoints: a checkpoint folder is either complete and intact or not used.
 
-Each checkpoint is written to ``step-NNNNNN.tmp``, flushed, renamed to ``step-NNNNNN`` and only
-then recorded in ``latest`` (replaced atomically). A kill at any point leaves the previous
-checkpoint intact and ``latest`` pointing at a complete folder.
+Each checkpoint is written to ``step-NNNNNN.tmp``; at commit the main process writes
+``state.json`` and ``manifest.json`` (the size and SHA-256 of every file, flushed to disk),
+renames the folder to ``step-NNNNNN`` and only then points ``latest`` at it (replaced
+atomically). A kill at any point leaves the previous checkpoint intact. On resume the newest
+folder whose files still match its manifest is used; a damaged one (a truncated weights file,
+an edited ``state.json``) is set aside as ``step-NNNNNN.damaged`` and the one before it is used,
+and the run says so.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import re
 import shutil
+import time
 from pathlib import Path
 from typing import Any, Callable
 
-__all__ = ["begin_checkpoint", "commit_checkpoint", "write_checkpoint", "latest_checkpoint", "read_state", "tmp_path"]
+from . import killpoints
+
+__all__ = [
+    "begin_checkpoint", "commit_checkpoint", "write_checkpoint", "latest_checkpoint", "read_state", "tmp_path",
+    "checkpoints_newest_first", "verify_checkpoint", "set_aside", "MANIFEST",
+]
+
+MANIFEST = "manifest.json"
+_NAME = re.compile(r"^step-(\d{6,})$")
 
 
 def _fsync_dir(path: Path) -> None:
@@ -27,6 +42,16 @@ def _fsync_dir(path: Path) -> None:
         pass
     finally:
         os.close(fd)
+
+
+def _fsync_file(path: Path) -> None:
+    with open(path, "rb") as f:
+        os.fsync(f.fileno())
+
+
+def _sha256(path: Path) -> str:
+    with open(path, "rb") as f:
+        return hashlib.file_digest(f, "sha256").hexdigest()
 
 
 def begin_checkpoint(root: Path, step: int) -> Path:
@@ -44,25 +69,40 @@ def tmp_path(root: Path, step: int) -> Path:
     return root / f"step-{step:06d}.tmp"
 
 
+def _files(folder: Path) -> list[Path]:
+    return sorted(p for p in folder.rglob("*") if p.is_file() and p.name != MANIFEST)
+
+
 def commit_checkpoint(root: Path, step: int, state: dict[str, Any], keep: int = 2) -> Path:
-    """Write ``state.json`` into the tmp folder, rename it into place, point ``latest`` at it
-    and prune old checkpoints (main process only, after every process has saved its share)."""
+    """Write ``state.json`` and the manifest into the tmp folder, rename it into place, point
+    ``latest`` at it and prune old checkpoints (main process only, after every process has
+    saved its share)."""
     tmp = tmp_path(root, step)
     final = root / f"step-{step:06d}"
     with open(tmp / "state.json", "w") as f:
         json.dump(state, f)
         f.flush()
         os.fsync(f.fileno())
+    files: dict[str, dict[str, Any]] = {}
+    for p in _files(tmp):
+        _fsync_file(p)  # the algorithm's files too: the manifest must never describe unwritten data
+        files[p.relative_to(tmp).as_posix()] = {"size": p.stat().st_size, "sha256": _sha256(p)}
+    with open(tmp / MANIFEST, "w") as f:
+        json.dump({"format": 1, "step": step, "run_id": state.get("run_id"), "files": files}, f, indent=1)
+        f.flush()
+        os.fsync(f.fileno())
+    killpoints.reached("checkpoint_commit")
     if final.exists():
         shutil.rmtree(final)
     os.replace(tmp, final)
     _fsync_dir(root)
+    killpoints.reached("checkpoint_renamed")
     pointer_tmp = root / "latest.tmp"
     pointer_tmp.write_text(final.name)
     os.replace(pointer_tmp, root / "latest")
     _fsync_dir(root)
-    done = sorted(p for p in root.glob("step-*") if p.is_dir() and not p.name.endswith(".tmp"))
-    for old in done[:-keep]:
+    done = [p for p in checkpoints_newest_first(root)]
+    for old in done[keep:]:
         shutil.rmtree(old, ignore_errors=True)
     for stale in root.glob("step-*.tmp"):
         shutil.rmtree(stale, ignore_errors=True)
@@ -76,14 +116,75 @@ def write_checkpoint(root: Path, step: int, state: dict[str, Any], save_extra: C
     return commit_checkpoint(root, step, state, keep)
 
 
+def checkpoints_newest_first(root: Path) -> list[Path]:
+    """Committed checkpoint folders (``step-NNNNNN``), newest first, intact or not."""
+    if not root.is_dir():
+        return []
+    found = [p for p in root.iterdir() if p.is_dir() and _NAME.match(p.name)]
+    return sorted(found, key=lambda p: int(_NAME.match(p.name).group(1)), reverse=True)  # type: ignore[union-attr]
+
+
+def verify_checkpoint(ckpt: Path) -> str | None:
+    """What is wrong with ``ckpt`` (a sentence), or None when it is intact.
+
+    A checkpoint written before manifests existed (coevolve-sdk up to fa4cf36) is checked for a
+    readable ``state.json`` only."""
+    try:
+        state = read_state(ckpt)
+    except FileNotFoundError:
+        return "state.json is missing"
+    except (OSError, ValueError) as e:
+        return f"state.json cannot be read ({type(e).__name__}: {e})"
+    if not isinstance(state, dict) or "step" not in state:
+        return "state.json does not hold a checkpoint state"
+    manifest_path = ckpt / MANIFEST
+    if not manifest_path.exists():
+        return "manifest.json is missing" if int(state.get("format", 1)) >= 2 else None
+    try:
+        manifest = json.loads(manifest_path.read_text())
+        files: dict[str, dict[str, Any]] = manifest["files"]
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        return f"manifest.json cannot be read ({type(e).__name__}: {e})"
+    for rel, want in files.items():
+        p = ckpt / rel
+        if not p.is_file():
+            return f"{rel} is missing"
+        size = p.stat().st_size
+        if size != want.get("size"):
+            return f"{rel} has {size} bytes, the manifest says {want.get('size')}"
+        if _sha256(p) != want.get("sha256"):
+            return f"{rel} does not match its checksum"
+    return None
+
+
+def set_aside(ckpt: Path) -> Path:
+    """Rename a damaged checkpoint out of the way (never delete it: it is evidence)."""
+    target = ckpt.with_name(f"{ckpt.name}.damaged")
+    if target.exists():
+        target = ckpt.with_name(f"{ckpt.name}.damaged-{int(time.time())}")
+    os.replace(ckpt, target)
+    pointer = ckpt.parent / "latest"
+    if pointer.exists() and pointer.read_text().strip() == ckpt.name:
+        newest = checkpoints_newest_first(ckpt.parent)
+        if newest:
+            tmp = ckpt.parent / "latest.tmp"
+            tmp.write_text(newest[0].name)
+            os.replace(tmp, pointer)
+        else:
+            pointer.unlink()
+    return target
+
+
 def latest_checkpoint(root: Path) -> Path | None:
+    """The newest committed checkpoint with a state file (no checksum verification: resume and
+    evaluation verify, through ``checkpoints_newest_first`` and ``verify_checkpoint``)."""
     pointer = root / "latest"
     if pointer.exists():
         p = root / pointer.read_text().strip()
         if (p / "state.json").exists():
             return p
-    done = sorted(p for p in root.glob("step-*") if p.is_dir() and not p.name.endswith(".tmp") and (p / "state.json").exists())
-    return done[-1] if done else None
+    done = [p for p in checkpoints_newest_first(root) if (p / "state.json").exists()]
+    return done[0] if done else None
 
 
 def read_state(ckpt: Path) -> dict[str, Any]:

@@ -16,6 +16,7 @@ from typing import Any, Callable
 
 from .environment import AgentEnv
 from .errors import BudgetExhausted
+from .ids import id_stream
 from .signals import dedupe_signals
 from .store import RunStore
 from .teacher import Teacher, describe_triplets, usage_meter
@@ -123,6 +124,12 @@ class Evolver:
         stop = threading.Event()
 
         def handle(i: int, sig: Signal) -> None:
+            # the ids of this signal's candidates and tasks come from a stream of its own,
+            # whichever thread runs it, so a replayed round gives out the same ids (ids.py)
+            with id_stream("round", self.seed, round_id, i, sig.kind, sig.task_id):
+                handle_signal(i, sig)
+
+        def handle_signal(i: int, sig: Signal) -> None:
             if stop.is_set():
                 return
             task = tasks.get(sig.task_id)

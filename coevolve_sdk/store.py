@@ -1,9 +1,14 @@
 """RunStore: one SQLite file per run holding everything worth keeping about it.
 
 WAL mode and one transaction per write batch: a crash or SIGKILL at any point leaves the file
-at the last committed batch. Tasks are written the moment they are admitted and never deleted;
-step records (trajectories, signals, metrics) after the last checkpoint are dropped on resume
-because those steps are re-run.
+at the last committed batch. The checkpoint is the truth about a run (docs/run-folder.md):
+``rollback`` removes what was written after the checkpoint a run resumes from (tasks admitted,
+rounds, signals, trajectories, metrics, evaluation rows), and those steps are replayed. The
+teacher's usage rows are money spent and are never removed: rows of a rolled-back round are
+marked with the attempt they belonged to.
+
+A store opened with ``read_only=True`` (``coevolve eval``, ``report``, ``pool``, ``signals``,
+the experiment runner) never writes, so it can be read while a run writes it.
 """
 
 from __future__ import annotations
@@ -16,11 +21,14 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
 
+from .errors import ResumeError
 from .types import CandidateTask, Signal, Task, TeacherUsage, Trajectory, Verdict
 
-__all__ = ["RunStore"]
+__all__ = ["RunStore", "SCHEMA_VERSION", "StoreDamaged"]
 
-SCHEMA_VERSION = 1
+#: 1: up to commit fa4cf36. 2: run id, signals.round filled, round_starts, rolled-back rounds
+#: and attempts, config revisions.
+SCHEMA_VERSION = 2
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -66,21 +74,90 @@ CREATE TABLE IF NOT EXISTS rounds (
 );
 """
 
+# added by schema 2 (a store of schema 1 gains them when a run resumes it)
+_SCHEMA_2 = """
+CREATE TABLE IF NOT EXISTS round_starts (
+    round INTEGER PRIMARY KEY, step INTEGER NOT NULL, digest TEXT NOT NULL, unguided INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS rolled_back_rounds (
+    attempt INTEGER PRIMARY KEY AUTOINCREMENT, round INTEGER NOT NULL, step INTEGER NOT NULL, digest TEXT,
+    data TEXT, created REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS config_revisions (
+    revision INTEGER PRIMARY KEY AUTOINCREMENT, step INTEGER NOT NULL, created REAL NOT NULL, config TEXT NOT NULL,
+    changes TEXT NOT NULL, forced INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS signals_round ON signals(round);
+"""
+
+_ATTEMPT_COLUMNS = ("teacher_usage", "verdicts")
+
+
+class StoreDamaged(ResumeError):
+    """``run.sqlite`` cannot be read as a run store (not a database, damaged, newer schema)."""
+
 
 class RunStore:
-    """Thread-safe access to the run's SQLite file (one connection, one lock)."""
+    """Thread-safe access to the run's SQLite file (one connection, one lock).
 
-    def __init__(self, path: str | Path) -> None:
+    ``read_only=True`` opens an existing file without ever writing to it (no schema, no
+    migration) and fails with ``StoreDamaged`` when it is missing or not a run store."""
+
+    def __init__(self, path: str | Path, *, read_only: bool = False, check: bool = False) -> None:
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.read_only = read_only
         self._lock = threading.RLock()
-        self._db = sqlite3.connect(str(self.path), check_same_thread=False, timeout=30.0)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=NORMAL")
-        self._db.execute("PRAGMA foreign_keys=ON")
+        if read_only:
+            if not self.path.is_file():
+                raise StoreDamaged(f"{self.path} does not exist: this is not a run folder, or its store was deleted.")
+            uri = f"file:{self.path.resolve()}?mode=ro"
+            self._db = sqlite3.connect(uri, uri=True, check_same_thread=False, timeout=30.0)
+        else:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._db = sqlite3.connect(str(self.path), check_same_thread=False, timeout=30.0)
+        try:
+            if check:
+                self._quick_check()
+            if not read_only:
+                self._db.execute("PRAGMA journal_mode=WAL")
+                self._db.execute("PRAGMA synchronous=NORMAL")
+                with self._tx() as c:
+                    c.executescript(_SCHEMA + _SCHEMA_2)
+                    c.execute("INSERT OR IGNORE INTO meta(key, value) VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
+                self._migrate()
+            self.schema_version = int(self.get_meta("schema_version", 0) or 0)
+        except sqlite3.DatabaseError as e:
+            self._db.close()
+            raise StoreDamaged(
+                f"{self.path} is damaged or not a run store ({e}). If you have a copy of it, put it back; "
+                f"otherwise the run's history is lost: start again with `coevolve run --resume {self.path.parent} --restart`, "
+                f"which keeps nothing, or start a new run elsewhere."
+            ) from None
+        if self.schema_version > SCHEMA_VERSION:
+            self._db.close()
+            raise StoreDamaged(
+                f"{self.path} was written by a newer coevolve-sdk (store schema {self.schema_version}; this one reads up "
+                f"to {SCHEMA_VERSION}). Upgrade coevolve-sdk to read or resume it."
+            )
+        self._columns = {t: {r[1] for r in self._query(f"PRAGMA table_info({t})")} for t in _ATTEMPT_COLUMNS}
+
+    def _quick_check(self) -> None:
+        rows = self._query("PRAGMA quick_check")
+        verdict = "; ".join(str(r[0]) for r in rows[:5])
+        if verdict != "ok":
+            raise sqlite3.DatabaseError(f"integrity check failed: {verdict}")
+
+    def _migrate(self) -> None:
+        """Schema 1 → 2: the new tables exist already (CREATE IF NOT EXISTS); add the columns."""
+        version = int(self.get_meta("schema_version", 1) or 1)
+        if version >= SCHEMA_VERSION:
+            return
         with self._tx() as c:
-            c.executescript(_SCHEMA)
-            c.execute("INSERT OR IGNORE INTO meta(key, value) VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
+            for table in _ATTEMPT_COLUMNS:
+                cols = {r[1] for r in c.execute(f"PRAGMA table_info({table})")}
+                if "attempt" not in cols:
+                    c.execute(f"ALTER TABLE {table} ADD COLUMN attempt INTEGER")
+            c.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
 
     def close(self) -> None:
         with self._lock:
@@ -112,6 +189,11 @@ class RunStore:
     def get_meta(self, key: str, default: Any = None) -> Any:
         rows = self._query("SELECT value FROM meta WHERE key = ?", (key,))
         return json.loads(rows[0][0]) if rows else default
+
+    @property
+    def run_id(self) -> str | None:
+        """The id of the run this store belongs to; every checkpoint's state carries it too."""
+        return self.get_meta("run_id")
 
     # ---------------------------------------------------------------- tasks
     def add_tasks(self, tasks: list[Task], step: int | None = None) -> None:
@@ -146,6 +228,10 @@ class RunStore:
         rows = self._query("SELECT data FROM tasks WHERE id LIKE ? ORDER BY seq", (prefix.replace("%", "") + "%",))
         return [Task.model_validate_json(r[0]) for r in rows]
 
+    def max_task_seq(self) -> int:
+        """The admission number of the newest task (0 for an empty pool): checkpoints record it."""
+        return int(self._query("SELECT COALESCE(MAX(seq), 0) FROM tasks")[0][0])
+
     def task_counts(self) -> dict[str, int]:
         return {o: n for o, n in self._query("SELECT origin, COUNT(*) FROM tasks WHERE split = 'train' GROUP BY origin")}
 
@@ -177,7 +263,7 @@ class RunStore:
             for k, v in metrics.items():
                 c.execute("INSERT OR REPLACE INTO metrics(step, key, value) VALUES (?,?,?)", (step, k, float(v)))
 
-    def add_trajectories(self, trajectories: list[Trajectory], step: int, phase: str) -> None:
+    def add_trajectories(self, trajectories: list[Trajectory], step: int, phase: str) -> None:  # TODO(loop rewrite): drop
         with self._tx() as c:
             for t in trajectories:
                 c.execute(
@@ -185,16 +271,53 @@ class RunStore:
                     (t.id, step, t.task_id, t.score, int(t.success), phase, t.without_tokens().model_dump_json()),
                 )
 
-    def truncate_after(self, step: int, after_round: int | None = None) -> None:
-        """Drop step records newer than ``step`` (those steps will be re-run), and the summaries
-        of rounds numbered after ``after_round`` (their numbers will be used again). Tasks stay,
-        and so do the teacher's verdicts and usage: that money was spent."""
+    def truncate_after(self, step: int, after_round: int | None = None) -> None:  # TODO(loop rewrite): drop
         with self._tx() as c:
             for table in ("trajectories", "history", "signals", "metrics"):
                 c.execute(f"DELETE FROM {table} WHERE step > ?", (step,))
             c.execute("DELETE FROM evals WHERE step > ?", (step,))
             if after_round is not None:
                 c.execute("DELETE FROM rounds WHERE round > ?", (after_round,))
+
+    def rollback(self, step: int, task_seq: int, round_id: int, keep_seed_pool: bool = True) -> dict[str, int]:
+        """Remove what was written after the checkpoint of ``step`` (docs/run-folder.md).
+
+        The checkpoint recorded the newest task (``task_seq``) and the last round started
+        (``round_id``). Gone: tasks admitted after it, the step records (trajectories, history,
+        signals, metrics) and evaluations of later steps, the final evaluation (it follows the
+        last checkpoint), and rounds started after it, which move to ``rolled_back_rounds`` with
+        their input digest so that a replay with identical inputs can reuse them instead of
+        paying the teacher again. Their usage and verdict rows stay, marked with that attempt.
+        Signals consumed by a rolled-back round are pending again. Returns what was removed."""
+        removed: dict[str, int] = {}
+        with self._tx() as c:
+            removed["tasks"] = c.execute("DELETE FROM tasks WHERE seq > ?", (task_seq,)).rowcount
+            removed["trajectories"] = c.execute(
+                "DELETE FROM trajectories WHERE step > ? OR phase = 'eval-after'", (step,)).rowcount
+            for table in ("history", "signals", "metrics"):
+                removed[table] = c.execute(f"DELETE FROM {table} WHERE step > ?", (step,)).rowcount
+            removed["evals"] = c.execute("DELETE FROM evals WHERE step > ? OR phase = 'after'", (step,)).rowcount
+            c.execute("UPDATE signals SET round = NULL WHERE round > ?", (round_id,))
+            later: dict[int, list[Any]] = {}
+            for rnd, rstep, digest in c.execute("SELECT round, step, digest FROM round_starts WHERE round > ?", (round_id,)):
+                later[rnd] = [rstep, digest, None]
+            for rnd, rstep, data in c.execute("SELECT round, step, data FROM rounds WHERE round > ?", (round_id,)):
+                later.setdefault(rnd, [rstep, None, None])[2] = data
+            for rnd, (rstep, digest, data) in sorted(later.items()):
+                attempt = c.execute(
+                    "INSERT INTO rolled_back_rounds(round, step, digest, data, created) VALUES (?,?,?,?,?)",
+                    (rnd, rstep, digest, data, time.time())).lastrowid
+                for table in _ATTEMPT_COLUMNS:
+                    c.execute(f"UPDATE {table} SET attempt = ? WHERE round = ? AND attempt IS NULL", (attempt, rnd))
+            removed["rounds"] = len(later)
+            c.execute("DELETE FROM rounds WHERE round > ?", (round_id,))
+            c.execute("DELETE FROM round_starts WHERE round > ?", (round_id,))
+            # the teacher's judge on training rollouts of replayed steps: spent, kept, marked
+            c.execute("UPDATE teacher_usage SET attempt = -1 WHERE round IS NULL AND step > ? AND attempt IS NULL", (step,))
+            if not keep_seed_pool:  # the seed pool is explored again: its first attempt was paid for
+                for table in _ATTEMPT_COLUMNS:
+                    c.execute(f"UPDATE {table} SET attempt = -1 WHERE round IS NULL AND step = 0 AND attempt IS NULL")
+        return removed
 
     def get_trajectory(self, traj_id: str) -> Trajectory | None:
         rows = self._query("SELECT data FROM trajectories WHERE id = ?", (traj_id,))
@@ -220,7 +343,9 @@ class RunStore:
         return [(int(s), k, int(n)) for s, k, n in self._query("SELECT step, kind, COUNT(*) FROM signals GROUP BY step, kind ORDER BY step")]
 
     def steps_done(self) -> list[int]:
-        return [int(r[0]) for r in self._query("SELECT DISTINCT step FROM metrics WHERE key = 'reward_mean' ORDER BY step")]
+        """Steps whose records are complete (their metrics are written last)."""
+        return [int(r[0]) for r in self._query(
+            "SELECT DISTINCT step FROM metrics WHERE key IN ('rollout/reward_mean', 'reward_mean') ORDER BY step")]
 
     # ---------------------------------------------------------------- evolution
     def record_round(self, round_id: int, step: int, data: dict[str, Any]) -> None:
@@ -229,6 +354,62 @@ class RunStore:
 
     def rounds(self) -> list[dict[str, Any]]:
         return [{"round": r, "step": s, **json.loads(d)} for r, s, d in self._query("SELECT round, step, data FROM rounds ORDER BY round")]
+
+    def round_result(self, round_id: int) -> dict[str, Any] | None:
+        rows = self._query("SELECT step, data FROM rounds WHERE round = ?", (round_id,))
+        return {"round": round_id, "step": rows[0][0], **json.loads(rows[0][1])} if rows else None
+
+    def start_round(self, round_id: int, step: int, digest: str, unguided: bool, signal_ids: list[str]) -> None:
+        """Record that round ``round_id`` starts at ``step`` and consumes ``signal_ids``: from
+        now on the store says which round each signal went to (``signals.round``)."""
+        with self._tx() as c:
+            c.execute("INSERT OR REPLACE INTO round_starts(round, step, digest, unguided) VALUES (?,?,?,?)",
+                      (round_id, step, digest, int(unguided)))
+            c.executemany("UPDATE signals SET round = ? WHERE id = ?", [(round_id, sid) for sid in signal_ids])
+
+    def round_start(self, round_id: int) -> dict[str, Any] | None:
+        rows = self._query("SELECT step, digest, unguided FROM round_starts WHERE round = ?", (round_id,))
+        return {"round": round_id, "step": rows[0][0], "digest": rows[0][1], "unguided": bool(rows[0][2])} if rows else None
+
+    def pending_signals(self) -> list[Signal]:
+        """Signals no round has consumed yet, in the order they were detected."""
+        return [Signal.model_validate_json(d) for (d,) in self._query("SELECT data FROM signals WHERE round IS NULL ORDER BY step, rowid")]
+
+    def round_signals(self, round_id: int) -> list[Signal]:
+        """The signals round ``round_id`` consumed, in the order they were detected."""
+        return [Signal.model_validate_json(d) for (d,) in self._query(
+            "SELECT data FROM signals WHERE round = ? ORDER BY step, rowid", (round_id,))]
+
+    def assign_signals(self, round_id: int | None, signal_ids: list[str]) -> None:
+        with self._tx() as c:
+            c.executemany("UPDATE signals SET round = ? WHERE id = ?", [(round_id, sid) for sid in signal_ids])
+
+    def reusable_round(self, round_id: int, digest: str) -> dict[str, Any] | None:
+        """A rolled-back result of round ``round_id`` computed from the same inputs, if any."""
+        rows = self._query("SELECT attempt, step, data FROM rolled_back_rounds WHERE round = ? AND digest = ? AND data IS NOT NULL "
+                           "ORDER BY attempt DESC LIMIT 1", (round_id, digest))
+        if not rows:
+            return None
+        attempt, step, data = rows[0]
+        return {"attempt": attempt, "round": round_id, "step": step, **json.loads(data)}
+
+    def reuse_round(self, attempt: int) -> None:
+        """Bring a rolled-back round back (its result, usage and verdicts), consuming the archive row."""
+        with self._tx() as c:
+            rnd, step, data = c.execute("SELECT round, step, data FROM rolled_back_rounds WHERE attempt = ?", (attempt,)).fetchone()
+            c.execute("INSERT OR REPLACE INTO rounds(round, step, data) VALUES (?,?,?)", (rnd, step, data))
+            for table in _ATTEMPT_COLUMNS:
+                c.execute(f"UPDATE {table} SET attempt = NULL WHERE attempt = ?", (attempt,))
+            c.execute("DELETE FROM rolled_back_rounds WHERE attempt = ?", (attempt,))
+
+    def rolled_back_rounds(self) -> list[dict[str, Any]]:
+        if not self._has_table("rolled_back_rounds"):
+            return []
+        return [{"attempt": a, "round": r, "step": s, "finished": d is not None}
+                for a, r, s, d in self._query("SELECT attempt, round, step, data FROM rolled_back_rounds ORDER BY attempt")]
+
+    def _has_table(self, name: str) -> bool:
+        return bool(self._query("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (name,)))
 
     def record_verdict(self, step: int, round_id: int | None, candidate: CandidateTask, verdict: Verdict, task_id: str | None) -> None:
         with self._tx() as c:
@@ -239,14 +420,20 @@ class RunStore:
             )
 
     def verdicts(self, accepted: bool | None = None) -> list[dict[str, Any]]:
+        """Verdicts of the rounds that count (those of rolled-back attempts are left out)."""
         sql = "SELECT step, round, signal_id, accepted, reason, task_id, candidate FROM verdicts"
-        args: tuple[Any, ...] = ()
+        conds, args = [], []
+        if "attempt" in self._columns["verdicts"]:
+            conds.append("attempt IS NULL")
         if accepted is not None:
-            sql += " WHERE accepted = ?"
-            args = (int(accepted),)
+            conds.append("accepted = ?")
+            args.append(int(accepted))
+        if conds:
+            sql += " WHERE " + " AND ".join(conds)
+        args = tuple(args)  # type: ignore[assignment]
         return [
             {"step": s, "round": r, "signal_id": sig, "accepted": bool(a), "reason": why, "task_id": tid, "candidate": json.loads(cand)}
-            for s, r, sig, a, why, tid, cand in self._query(sql + " ORDER BY step", args)
+            for s, r, sig, a, why, tid, cand in self._query(sql + " ORDER BY step", tuple(args))
         ]
 
     def record_usage(self, step: int, round_id: int | None, signal_id: str | None, task_ids: list[str], usage: TeacherUsage, seconds: float = 0.0) -> None:
@@ -257,24 +444,51 @@ class RunStore:
             )
 
     def usage_rows(self) -> list[dict[str, Any]]:
+        """Every teacher bill, including those of rolled-back attempts (``rolled_back`` says
+        which): money spent is never forgotten, even when the work it bought was replayed."""
         cols = ["step", "round", "signal_id", "task_ids", "calls", "prompt_tokens", "completion_tokens", "cost_usd", "failures", "seconds"]
-        rows = self._query(f"SELECT {', '.join(cols)} FROM teacher_usage ORDER BY id")
+        has_attempt = "attempt" in self._columns["teacher_usage"]
+        rows = self._query(f"SELECT {', '.join(cols)}{', attempt' if has_attempt else ''} FROM teacher_usage ORDER BY id")
         out = []
         for r in rows:
             d = dict(zip(cols, r))
             d["task_ids"] = json.loads(d["task_ids"])
+            d["rolled_back"] = bool(has_attempt and r[-1] is not None)
             out.append(d)
         return out
 
     def usage_for_task(self, task_id: str) -> list[dict[str, Any]]:
-        return [u for u in self.usage_rows() if task_id in u["task_ids"]]
+        return [u for u in self.usage_rows() if task_id in u["task_ids"] and not u["rolled_back"]]
 
     # ---------------------------------------------------------------- evaluation
-    def record_eval(self, step: int, phase: str, split: str, data: dict[str, Any]) -> None:
+    def record_eval(self, step: int, phase: str, split: str, data: dict[str, Any], trajectories: list[Trajectory] | None = None) -> None:
+        """One evaluation's row and trajectories in one transaction, keyed by (phase, step,
+        split): a replayed or repeated evaluation replaces both, never adds to them."""
         with self._tx() as c:
-            # keyed by (phase, step, split): a resumed or repeated evaluation replaces its row
             c.execute("DELETE FROM evals WHERE phase = ? AND split = ? AND step = ?", (phase, split, step))
             c.execute("INSERT INTO evals(step, phase, split, data) VALUES (?,?,?,?)", (step, phase, split, json.dumps(data)))
+            c.execute("DELETE FROM trajectories WHERE phase = ? AND step = ?", (f"eval-{phase}", step))
+            for t in trajectories or []:
+                c.execute(
+                    "INSERT OR REPLACE INTO trajectories(id, step, task_id, score, success, phase, data) VALUES (?,?,?,?,?,?,?)",
+                    (t.id, step, t.task_id, t.score, int(t.success), f"eval-{phase}", t.without_tokens().model_dump_json()),
+                )
 
     def evals(self) -> list[dict[str, Any]]:
         return [{"step": s, "phase": p, "split": sp, **json.loads(d)} for s, p, sp, d in self._query("SELECT step, phase, split, data FROM evals ORDER BY id")]
+
+    # ---------------------------------------------------------------- configuration
+    def record_config_revision(self, step: int, config: dict[str, Any], changes: list[str], forced: bool) -> int:
+        """A resume with a changed configuration: the new config becomes the run's, and the
+        revision (what changed, at which step, whether it was forced) is kept."""
+        with self._tx() as c:
+            rev = c.execute("INSERT INTO config_revisions(step, created, config, changes, forced) VALUES (?,?,?,?,?)",
+                            (step, time.time(), json.dumps(config), json.dumps(changes), int(forced))).lastrowid
+            c.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('config', ?)", (json.dumps(config),))
+        return int(rev)
+
+    def config_revisions(self) -> list[dict[str, Any]]:
+        if not self._has_table("config_revisions"):
+            return []
+        return [{"revision": r, "step": s, "created": t, "changes": json.loads(ch), "forced": bool(f)}
+                for r, s, t, ch, f in self._query("SELECT revision, step, created, changes, forced FROM config_revisions ORDER BY revision")]

@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-import uuid
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from .ids import new_id
 
 __all__ = [
     "ToolSpec",
@@ -32,11 +33,6 @@ __all__ = [
 ]
 
 JSONDict = dict[str, Any]
-
-
-def new_id(prefix: str) -> str:
-    """A short random id; the prefix makes ids readable in logs and the pool listing."""
-    return f"{prefix}-{uuid.uuid4().hex[:12]}"
 
 
 class _Record(BaseModel):
