@@ -136,20 +136,23 @@ def test_miss_func_function_appears_at_its_turn():
 
 
 def test_per_turn_step_limit_moves_on_and_fails_like_bfcl():
+    # (tests/bfcl/test_step_limit.py compares the limit with BFCL's own harness at 19-22 messages)
     env = make_env(max_steps_per_turn=2)
     t = _task(env, "multi_turn_base_0")
     env.reset(options={"task": t})
     env.step(format_tool_call("pwd", {}))
     _, _, _, _, info = env.step(format_tool_call("pwd", {}))
+    assert not info.get("step_limit_hit")  # the limit is reached, not yet exceeded
+    _, _, _, _, info = env.step(format_tool_call("pwd", {}))
     assert info["step_limit_hit"] and info["messages"][-1]["role"] == "user"
-    assert env.grade()["force_terminated"]
+    assert env.grade()["force_terminated"] and env.grade()["step_limit_turn"] == 0
     # the rest of the ground truth cannot make the episode pass: it was force-terminated
     r = env.replay(t, t.reference_actions)  # fresh episode: passes
     assert r.score == 1.0
     env2 = make_env(max_steps_per_turn=2, step_limit_fails=False)
     env2.reset(options={"task": t})
-    env2.step(format_tool_call("pwd", {}))
-    env2.step(format_tool_call("pwd", {}))
+    for _ in range(3):
+        env2.step(format_tool_call("pwd", {}))
     assert env2.grade()["force_terminated"] and env2.grade()["error_type"] != "multi_turn:force_terminated"
 
 

@@ -57,10 +57,13 @@ class BFCLOptions(EnvOptions):
                            "the task's ground truth uses plus `distractors` others.")
     distractors: int = Field(3, ge=0, description="Extra functions shown with tool_subset=involved.")
     max_steps_per_turn: int = Field(
-        20, ge=1, description="Agent messages with tool calls per user turn (BFCL's limit is 20).")
+        20, ge=1, description="BFCL's per-turn step limit (its MAXIMUM_STEP_LIMIT, 20): the turn is cut after the "
+                              "message with tool calls that exceeds it (the 21st; its calls still run), as BFCL's "
+                              "harness does.")
     step_limit_fails: bool = Field(
-        True, description="Grade an episode 0 when a turn hit max_steps_per_turn, as BFCL's runner does "
-                          "(force-terminated). The episode still moves on to the next user turn.")
+        True, description="Grade an episode 0 when a turn before the last was cut by the step limit, as BFCL does "
+                          "(force-terminated: its harness stops the entry there). A cut in the last turn is graded "
+                          "normally, as BFCL grades it. The episode still moves on to the next user turn.")
     test_fraction: float = Field(0.5, ge=0.0, le=1.0, description="Share of scenarios in the test split.")
     tools_in_system: bool = Field(
         False, description="Also list the tools (as JSON) in the system message, for policies whose chat "
@@ -105,7 +108,7 @@ class BFCLMultiTurnEnv(AgentEnv):
         self._turn = 0
         self._turn_steps = 0
         self._calls: list[list[list[str]]] = []
-        self._force_terminated = False
+        self._step_limit_turn: int | None = None  # the first turn the step limit cut
         self._grade: tuple[int, dict[str, Any]] | None = None
         self._version = 0
         self._tasks_cache: dict[str, list[Task]] = {}
@@ -196,7 +199,7 @@ class BFCLMultiTurnEnv(AgentEnv):
         self._turn = 0
         self._turn_steps = 0
         self._calls = [[]]
-        self._force_terminated = False
+        self._step_limit_turn = None
         self._grade = None
         self._version += 1
         system = SYSTEM_PROMPT
@@ -312,8 +315,11 @@ class BFCLMultiTurnEnv(AgentEnv):
         info["turn"] = self._turn
         if had_calls:
             self._turn_steps += 1
-            if self._turn_steps >= self.opts.max_steps_per_turn:
-                self._force_terminated = True
+            # BFCL's harness counts a turn's messages with calls and cuts the turn once the
+            # count exceeds its limit, i.e. after the 21st message (whose calls did run)
+            if self._turn_steps > self.opts.max_steps_per_turn:
+                if self._step_limit_turn is None:
+                    self._step_limit_turn = self._turn
                 out = self._end_turn(messages, info={**info, "step_limit_hit": True})
                 out.error, out.tool_names = error, list(tool_names or [])
                 return out
@@ -362,7 +368,10 @@ class BFCLMultiTurnEnv(AgentEnv):
                 if not _bfcl.official_check(calls[:k], sub).get("valid"):
                     break
                 passed = k
-        valid = bool(result.get("valid")) and not (self._force_terminated and self.opts.step_limit_fails)
+        # BFCL's harness stops the entry at the cut; its grader then finds fewer turns than the
+        # ground truth has and fails the entry as force-terminated, unless the cut turn was the last
+        force_terminated = self._step_limit_turn is not None and self._step_limit_turn < n - 1
+        valid = bool(result.get("valid")) and not (force_terminated and self.opts.step_limit_fails)
         g = {
             "valid": valid,
             "checker_valid": bool(result.get("valid")),
@@ -372,7 +381,8 @@ class BFCLMultiTurnEnv(AgentEnv):
             "turns_passed": passed,
             "turns": n,
             "progress": passed / n if n else 0.0,
-            "force_terminated": self._force_terminated,
+            "force_terminated": force_terminated,
+            "step_limit_turn": self._step_limit_turn,
         }
         self._grade = (self._version, g)
         return g
