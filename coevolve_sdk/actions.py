@@ -14,7 +14,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-__all__ = ["ToolCall", "ActionParseError", "parse_tool_calls", "format_tool_call", "format_tool_calls"]
+__all__ = ["ToolCall", "ActionParseError", "parse_tool_calls", "format_tool_call"]
 
 _BLOCK = re.compile(r"<tool_call>(.*?)(?:</tool_call>|$)", re.DOTALL)
 MAX_ACTION_CHARS = 20_000
@@ -68,7 +68,3 @@ def parse_tool_calls(text: str) -> list[ToolCall]:
 def format_tool_call(name: str, arguments: dict[str, Any]) -> str:
     """The canonical text of one call, as the chat templates render it."""
     return "<tool_call>\n" + json.dumps({"name": name, "arguments": arguments}, ensure_ascii=False) + "\n</tool_call>"
-
-
-def format_tool_calls(calls: list[ToolCall]) -> str:
-    return "\n".join(format_tool_call(c.name, c.arguments) for c in calls)

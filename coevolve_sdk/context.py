@@ -1,14 +1,15 @@
 """RunContext: what a component may use while it is built and while it runs.
 
-Components are constructed as ``Component(options, context)``. The context is the one door to
-the rest of the run, so a plugin never has to import the loop or reach for globals.
+Components are constructed as ``Component(options, context)`` (see ``components.Component``).
+The context is the one door to the rest of the run, so a plugin never has to import the loop or
+reach for globals.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Callable
 
 if TYPE_CHECKING:
     from .environment import AgentEnv
@@ -19,14 +20,12 @@ if TYPE_CHECKING:
 class RunContext:
     run_dir: Path
     seed: int = 0
-    env_name: str = ""
     make_env: Callable[[], "AgentEnv"] | None = None
     policy: "Policy | None" = None
     log: Callable[[str], None] = print
     #: ``progress(what, done, total)``: components report long work (a warm start, say) here;
     #: the CLI shows it as a progress bar on a terminal and as occasional lines elsewhere
     progress: Callable[[str, int, int], None] = lambda what, done, total: None
-    extra: dict[str, Any] = field(default_factory=dict)
 
     def new_env(self) -> "AgentEnv":
         if self.make_env is None:

@@ -72,7 +72,7 @@ class CoEvolveLoop:
         env_cls = reg.get("environment", cfg.environment.name)
         env_opts = self.parsed["environment"]
         self.make_env: Callable[[], AgentEnv] = lambda: env_cls(env_opts)
-        self.context = RunContext(run_dir=self.run_dir, seed=cfg.seed, env_name=cfg.environment.name, make_env=self.make_env,
+        self.context = RunContext(run_dir=self.run_dir, seed=cfg.seed, make_env=self.make_env,
                                   log=self.progress.log, progress=self.progress.work)
         self.policy = reg.get("policy", cfg.policy.name)(self.parsed["policy"], self.context)
         self.context.policy = self.policy
