@@ -15,9 +15,37 @@ from typing import Any, ClassVar
 from pydantic import BaseModel
 
 from .components import Component, ComponentOptions
+from .errors import ResumeError
 from .types import RolloutGroup, Task
 
-__all__ = ["Algorithm", "AlgorithmOptions"]
+__all__ = ["Algorithm", "AlgorithmOptions", "CheckpointError", "policy_dir", "find_policy_dir"]
+
+
+class CheckpointError(ResumeError):
+    """A checkpoint's files are missing, damaged, or not data-only (a pickle that would have to
+    run code to load). Raised by ``Algorithm.load`` and ``TrainablePolicy.load`` with the file
+    and what is wrong with it, so the caller can say so and fall back to an older checkpoint."""
+
+
+def policy_dir(algorithm_dir: Path) -> Path:
+    """Where ``Algorithm.save(algorithm_dir)`` writes the policy's weights: the checkpoint's
+    ``policy/`` folder, a sibling of its ``algorithm/`` folder, so that evaluation can open the
+    weights without knowing which algorithm trained them."""
+    return Path(algorithm_dir).parent / "policy"
+
+
+def find_policy_dir(step_dir: Path) -> Path:
+    """The policy folder of checkpoint ``step_dir``: ``step_dir/policy``, or, in run folders
+    written before the policy moved there, ``step_dir/algorithm/policy``. CheckpointError
+    when neither holds one."""
+    step_dir = Path(step_dir)
+    for cand in (step_dir / "policy", step_dir / "algorithm" / "policy"):
+        if cand.is_dir():
+            return cand
+    raise CheckpointError(
+        f"checkpoint {step_dir} has no policy weights (neither policy/ nor algorithm/policy/); it is incomplete or "
+        "damaged: resume from an earlier checkpoint"
+    )
 
 
 class AlgorithmOptions(ComponentOptions):
@@ -42,11 +70,16 @@ class Algorithm(Component, ABC):
 
     @abstractmethod
     def save(self, path: Path) -> None:
-        """Write model, optimiser and scheduler state under ``path``."""
+        """Write optimiser, scheduler and RNG state under ``path`` (a checkpoint's
+        ``algorithm/`` folder) and the policy's weights to ``policy_dir(path)`` through
+        ``TrainablePolicy.save``. Tensors as safetensors and the rest as JSON: never a pickle,
+        so that loading someone else's run folder cannot run code."""
 
     @abstractmethod
     def load(self, path: Path) -> None:
-        """Restore what ``save`` wrote."""
+        """Restore what ``save`` wrote (the weights through ``TrainablePolicy.load`` from
+        ``find_policy_dir(path.parent)``). Raise CheckpointError naming the file when one is
+        missing, damaged or would need an unpickler that can run code."""
 
     def warm_start(self, tasks: list[Task]) -> dict[str, float]:
         """Optional supervised warm start on the reference actions of seed tasks."""

@@ -8,14 +8,15 @@ history. That keeps the logprobs used by the trainer exactly those of the tokens
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel
 
 from .components import Component, ComponentOptions
 
-__all__ = ["Policy", "PolicyOptions", "Generation"]
+__all__ = ["Policy", "PolicyOptions", "Generation", "TrainablePolicy"]
 
 
 class PolicyOptions(ComponentOptions):
@@ -83,9 +84,13 @@ class Policy(Component, ABC):
         """Restore what ``save`` wrote."""
 
     def before_update(self) -> None:
-        """Called on every process right before each optimisation step (after the step's
-        rollouts). A rollout engine that holds memory the update needs (vLLM's KV cache, say)
-        can release it here."""
+        """Called right before the weights change: by the loop on every process before each
+        optimisation step (after the step's rollouts), and by an algorithm before it changes
+        the weights on its own (a warm start, loading a checkpoint, adopting the main process's
+        weights). A rollout engine that keeps its own copy of the weights learns here that the
+        copy is about to go stale, and one that holds memory the update needs (vLLM's KV cache,
+        say) can release it. It must not communicate with other processes: an algorithm may
+        call it on one process alone (the warm start runs on the main process only)."""
         return None
 
     def after_update(self) -> dict[str, float]:
@@ -93,13 +98,61 @@ class Policy(Component, ABC):
         keeps its own copy of the weights (vLLM) syncs them here and returns metrics."""
         return {}
 
-    def texts_for_tokenizer(self, texts: list[str]) -> None:
-        """Hook for policies that build their tokenizer from the environment's own texts."""
 
 
-class GenerationSettings(BaseModel):
-    """How the rollout loop samples: passed through config to ``Policy.generate``."""
+class TrainablePolicy(Policy):
+    """A policy whose weights an algorithm trains in place: the trainer <-> rollout seam.
 
-    model_config = ConfigDict(extra="forbid")
-    max_new_tokens: int = Field(96, ge=1)
-    temperature: float = Field(0.9, ge=0.0)
+    A trainer (``coevolve-grpo``'s GRPO, say) reaches the model only through these members, so
+    any rollout engine built on a trainable torch model (the ``hf`` and ``tiny`` policies,
+    vLLM's) works with any trainer, and neither side touches the other's internals:
+
+    * ``module``: the ``torch.nn.Module`` holding the full weights. The algorithm trains it
+      (and may wrap it for distributed training, e.g. DDP, whose wrapper shares its parameters).
+    * ``set_decoding_module(m)``: from now on decoding, ``module`` and ``save`` use ``m``. An
+      algorithm calls it when the module it trains is not one decoding can run through: under
+      FSDP the trained parameters are shards, so it hands over a full-weight copy that it
+      refreshes after every step; under DDP it hands back the unwrapped module.
+    * ``pad_token_id`` and ``encode_completion``: what batching and the supervised warm start
+      need beyond the rollout encodings.
+    * ``save(path, state_dict)`` / ``load(path)``: weights as tensors only (no pickle), so a
+      checkpoint copied from someone else cannot run code when loaded. ``state_dict`` is passed
+      by a trainer whose module is sharded (it gathers the full weights first); ``load`` copies
+      the weights into the existing module, so wrappers that share its parameters stay valid.
+
+    Phases: ``before_update()`` comes before every change of the weights (the loop calls it
+    around ``Algorithm.step``; the algorithm itself around a warm start or a load) and
+    ``after_update()`` after each optimisation step. A policy that keeps its own copy of the
+    weights (vLLM) treats the copy as stale from ``before_update`` or ``load`` until it syncs.
+
+    Everything here is torch-free at import: ``Any`` stands for torch types.
+    """
+
+    @property
+    @abstractmethod
+    def module(self) -> Any:
+        """The ``torch.nn.Module`` with the policy's full weights (the one decoding runs through)."""
+
+    @abstractmethod
+    def set_decoding_module(self, module: Any) -> None:
+        """Decode (and save) through ``module`` from now on; it must hold the full weights."""
+
+    @property
+    @abstractmethod
+    def pad_token_id(self) -> int:
+        """Token id used to pad batches (never trained on: its loss weight is zero)."""
+
+    @abstractmethod
+    def encode_completion(self, text: str) -> list[int]:
+        """Token ids of an assistant turn's ``text`` followed by its end-of-turn token, as the
+        policy would have sampled them (the warm start trains on these)."""
+
+    @abstractmethod
+    def save(self, path: Path, state_dict: Mapping[str, Any] | None = None) -> None:  # type: ignore[override]
+        """Write the weights (``state_dict`` if given, else the module's) as safetensors, with
+        what reopening needs (config, tokenizer), into the folder ``path``."""
+
+    @abstractmethod
+    def load(self, path: Path) -> None:
+        """Copy the weights ``save`` wrote into the existing module. Reads tensors and JSON
+        only; a missing, damaged or mismatched file raises an error that names it."""

@@ -22,7 +22,7 @@ SETTINGS = [
 def weights(run: Path, step: int) -> dict:
     import safetensors.torch as st
 
-    return st.load_file(str(run / "checkpoints" / f"step-{step:06d}" / "algorithm" / "policy" / "model.safetensors"))
+    return st.load_file(str(run / "checkpoints" / f"step-{step:06d}" / "policy" / "model.safetensors"))
 
 
 @pytest.mark.slow

@@ -24,8 +24,10 @@ def test_two_process_run_checkpoints_every_rank_and_resumes(tmp_path: Path, sub_
                             "--set", "algorithm.options.warm_start.steps=10", "--set", "eval.max_tasks=2", "-q"],
                            capture_output=True, text=True, env=env, timeout=900)
     assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
-    acc = run_dir / "checkpoints" / "step-000002" / "algorithm" / "accelerate"
-    assert (acc / "random_states_0.pkl").exists() and (acc / "random_states_1.pkl").exists()
+    ck = run_dir / "checkpoints" / "step-000002"
+    assert (ck / "algorithm" / "rng-rank0.json").exists() and (ck / "algorithm" / "rng-rank1.json").exists()
+    assert (ck / "policy" / "model.safetensors").exists() and (ck / "algorithm" / "optimizer.safetensors").exists()
+    assert not [f for f in ck.rglob("*") if f.suffix in (".pkl", ".bin", ".pt")], "a checkpoint holds only safetensors and JSON"
     assert not list((run_dir / "checkpoints").glob("*.tmp")) and not list((run_dir / "checkpoints").glob(".rank*"))
     again = subprocess.run([*base, "--resume", str(run_dir), "--set", "training.steps=3"], capture_output=True, text=True, env=env, timeout=900)
     assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]

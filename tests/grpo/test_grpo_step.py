@@ -168,7 +168,7 @@ def _train(tmp_path, tiny_dir, steps, groups, save_at=None, load_from=None):
     for s in range(steps):
         alg.step(groups)
         if save_at is not None and s + 1 == save_at:
-            alg.save(tmp_path / "ck")
+            alg.save(tmp_path / "ck" / "algorithm")
     return alg
 
 
@@ -178,9 +178,9 @@ def test_save_load_continues_exactly_like_an_uninterrupted_run(tmp_path, tiny_di
     groups = _random_groups(300, seed=9)
     full = _train(tmp_path / "a", tiny_dir, 4, groups)
     half = _train(tmp_path / "b", tiny_dir, 2, groups, save_at=2)
-    resumed = _train(tmp_path / "c", tiny_dir, 2, groups, load_from=tmp_path / "b" / "ck")
+    resumed = _train(tmp_path / "c", tiny_dir, 2, groups, load_from=tmp_path / "b" / "ck" / "algorithm")
     # The optimiser state after loading equals the saved one.
-    fresh = _train(tmp_path / "d", tiny_dir, 0, groups, load_from=tmp_path / "b" / "ck")
+    fresh = _train(tmp_path / "d", tiny_dir, 0, groups, load_from=tmp_path / "b" / "ck" / "algorithm")
     sd_a, sd_b = half.optimizer.state_dict(), fresh.optimizer.state_dict()
     for k, st in sd_a["state"].items():
         for name in ("exp_avg", "exp_avg_sq", "step"):
@@ -189,7 +189,7 @@ def test_save_load_continues_exactly_like_an_uninterrupted_run(tmp_path, tiny_di
     assert fresh.counters.step == 2
     for p, q in zip(full.model.parameters(), resumed.model.parameters()):
         assert torch.equal(p, q)
-    # The checkpoint's policy folder opens with the Auto classes.
+    # The checkpoint's policy folder (beside algorithm/) opens with the Auto classes.
     m = AutoModelForCausalLM.from_pretrained(tmp_path / "b" / "ck" / "policy")
     for (n, p), q in zip(m.named_parameters(), half.model.parameters()):
         assert torch.equal(p, q), n

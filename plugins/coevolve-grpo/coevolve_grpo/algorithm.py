@@ -21,8 +21,9 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from coevolve_sdk.algorithm import Algorithm
+from coevolve_sdk.algorithm import Algorithm, CheckpointError, policy_dir
 from coevolve_sdk.context import RunContext
+from coevolve_sdk.policy import TrainablePolicy
 from coevolve_sdk.types import RolloutGroup, Task
 
 __all__ = ["GRPO", "GRPOOptions", "WarmStartOptions"]
@@ -76,7 +77,7 @@ class GRPOOptions(BaseModel):
 
 
 class _Counters:
-    """Small state that travels with ``Accelerator.save_state``."""
+    """Small state saved with every checkpoint (as JSON)."""
 
     def __init__(self) -> None:
         self.step = 0
@@ -113,19 +114,22 @@ class GRPO(Algorithm):
 
         options = options if options is not None else GRPOOptions()
         if context is None:
-            raise ValueError("grpo needs a RunContext whose .policy is an hf or tiny policy")
+            raise ValueError("grpo needs a RunContext whose .policy is a trainable policy (hf, tiny, vllm)")
         super().__init__(options, context)
         o: GRPOOptions = self.options  # type: ignore[assignment]
         policy = context.policy
-        if policy is None or not hasattr(policy, "model") or not hasattr(policy, "tokenizer"):
-            raise ValueError("grpo trains a transformers model: set context.policy to an 'hf' or 'tiny' policy first")
+        if not isinstance(policy, TrainablePolicy):
+            raise ValueError(
+                f"grpo trains the policy's torch module, but policy '{getattr(policy, 'name', type(policy).__name__)}' is "
+                "not a TrainablePolicy: use an 'hf', 'tiny' or 'vllm' policy"
+            )
         if o.lr_schedule != "constant" and o.total_steps is None:
             raise ValueError(f"lr_schedule={o.lr_schedule!r} needs total_steps")
         self.policy = policy
         self.accelerator = Accelerator(cpu=o.cpu or not torch.cuda.is_available(), mixed_precision=o.mixed_precision)
         acc = self.accelerator
         torch.manual_seed((o.seed if o.seed is not None else context.seed) * 1009 + acc.process_index)
-        model = policy.model
+        model = policy.module
         model.train()
         optimizer = torch.optim.AdamW(
             [p for p in model.parameters() if p.requires_grad], lr=o.lr, betas=o.betas, eps=o.adam_eps, weight_decay=o.weight_decay
@@ -143,14 +147,13 @@ class GRPO(Algorithm):
         self.model, self.optimizer = acc.prepare(model, optimizer)
         # The policy decodes with the bare module, which shares the wrapped model's parameters
         # (DDP, ZeRO-2), or with the full copy (FSDP).
-        policy._model = full_copy.to(acc.device) if full_copy is not None else acc.unwrap_model(self.model)
+        policy.set_decoding_module(full_copy.to(acc.device) if full_copy is not None else acc.unwrap_model(self.model))
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, self._lr_factor)
         self.counters = _Counters()
-        acc.register_for_checkpointing(self.scheduler, self.counters)
         self.ref_model: Any = None
         if o.beta > 0:
             self._snapshot_reference()
-        self._uses_logits_to_keep = _accepts_logits_to_keep(policy._model)
+        self._uses_logits_to_keep = _accepts_logits_to_keep(policy.module)
         self._dirty = False  # weights changed on this process outside collectives
 
     # ------------------------------------------------------------------ distribution
@@ -194,7 +197,9 @@ class GRPO(Algorithm):
         self._dirty = False
         if not dirty:
             return
-        module = self.policy._model  # full weights: the trained module itself, or FSDP's decoding copy
+        if not self.is_main_process:
+            self.policy.before_update()  # this process's weights are about to change
+        module = self.policy.module  # full weights: the trained module itself, or FSDP's decoding copy
         with torch.no_grad():
             for t in list(module.parameters()) + list(module.buffers()):
                 dist.broadcast(t.data, src=0)
@@ -266,11 +271,11 @@ class GRPO(Algorithm):
         from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
 
         full = get_model_state_dict(self.model, options=StateDictOptions(full_state_dict=True, cpu_offload=False))
-        self.policy._model.load_state_dict(full, strict=False)
+        self.policy.module.load_state_dict(full, strict=False)
 
     def _snapshot_reference(self) -> None:
         # The decoding module holds full weights in every mode (shared with training, or refreshed).
-        ref = copy.deepcopy(self.policy._model)
+        ref = copy.deepcopy(self.policy.module)
         ref.eval()
         for p in ref.parameters():
             p.requires_grad_(False)
@@ -281,7 +286,7 @@ class GRPO(Algorithm):
         """Right-padded ids, attention mask and loss mask; and the first position with a loss."""
         import torch
 
-        pad = self.policy.tokenizer.pad_token_id
+        pad = self.policy.pad_token_id
         width = max(len(s.ids) for s in seqs)
         ids = torch.full((len(seqs), width), pad, dtype=torch.long)
         attn = torch.zeros((len(seqs), width), dtype=torch.long)
@@ -407,7 +412,7 @@ class GRPO(Algorithm):
                 if not chunk:
                     # Keep the collectives in step with the other processes: a forward whose
                     # loss is zero still produces (zero) gradients for every parameter.
-                    dummy = torch.full((1, 2), self.policy.tokenizer.pad_token_id, dtype=torch.long, device=acc.device)
+                    dummy = torch.full((1, 2), self.policy.pad_token_id, dtype=torch.long, device=acc.device)
                     out = self.model(input_ids=dummy).logits
                     acc.backward(out.sum() * 0.0)
                     continue
@@ -586,7 +591,8 @@ class GRPO(Algorithm):
             raise ValueError("warm start: none of the tasks has reference actions that fit the context")
         # The full-weight module: shared with the trained model (one process, DDP, ZeRO-2) or, under
         # FSDP, the decoding copy, which reaches the shards at the next sync.
-        module = self.policy._model
+        self.policy.before_update()
+        module = self.policy.module
         params = [p for p in module.parameters() if p.requires_grad]
         opt = torch.optim.AdamW(params, lr=ws.lr, weight_decay=0.0)
         gen = torch.Generator().manual_seed(self.context.seed + 17)
@@ -631,43 +637,180 @@ class GRPO(Algorithm):
 
     # ------------------------------------------------------------------ checkpoints
     def save(self, path: Path) -> None:
-        """Accelerate state (model, optimiser, scheduler, counters, RNG) under ``accelerate/``,
-        the policy as ``save_pretrained`` under ``policy/`` and the KL reference under
-        ``reference/``. Call on every process."""
-        import torch
+        """Write the trainer's state into ``path`` (a checkpoint's ``algorithm/`` folder) as data
+        only, tensors in safetensors and the rest in JSON (see :mod:`coevolve_grpo.state_files`):
 
-        import logging
+        * ``trainer.json``: counters, LR scheduler, how many processes wrote the checkpoint;
+        * ``optimizer.json`` / ``.safetensors``: AdamW's state (``optimizer-rankN`` per process
+          under DeepSpeed, whose optimiser state is partitioned);
+        * ``rng-rankN.json`` / ``.safetensors``: each process's random generators;
+        * ``reference.safetensors``: the KL reference model (β > 0).
+
+        The policy's weights go to the sibling ``policy/`` folder through the policy's own
+        ``save`` (gathered into full tensors first when they are sharded). Call on every process.
+        """
+        from safetensors.torch import save_model
+
+        from .state_files import rng_state, save_tree
 
         path = Path(path)
         acc = self.accelerator
-        # accelerate warns at every save that tied embeddings are stored once; that is expected
-        acc_log = logging.getLogger("accelerate")
-        level = acc_log.level
-        acc_log.setLevel(logging.ERROR)
-        try:
-            acc.save_state(str(path / "accelerate"))
-        finally:
-            acc_log.setLevel(level)
-        state = acc.get_state_dict(self.model)
+        path.mkdir(parents=True, exist_ok=True)
+        weights = acc.get_state_dict(self.model)  # a collective when the parameters are sharded
+        optim = self._optimizer_state()  # likewise
+        save_tree(rng_state(), path, f"rng-rank{self.rank}")
+        if self._optimizer_per_rank:
+            save_tree(optim, path, f"optimizer-rank{self.rank}")
         if acc.is_main_process:
-            self.policy.save(path / "policy", state_dict=state)
+            self.policy.save(policy_dir(path), state_dict=weights)
+            if not self._optimizer_per_rank:
+                save_tree(optim, path, "optimizer")
+            save_tree(
+                {
+                    "format": 2,
+                    "counters": self.counters.state_dict(),
+                    "scheduler": self.scheduler.state_dict(),
+                    "processes": self.world_size,
+                    "reference": self.ref_model is not None,
+                },
+                path,
+                "trainer",
+            )
             if self.ref_model is not None:
-                (path / "reference").mkdir(parents=True, exist_ok=True)
-                torch.save(self.ref_model.state_dict(), path / "reference" / "reference.pt")
+                save_model(self.ref_model, str(path / "reference.safetensors"))
         acc.wait_for_everyone()
 
     def load(self, path: Path) -> None:
-        import torch
-
+        """Restore what ``save`` wrote, or what versions before it wrote (``accelerate/``,
+        ``policy/`` and ``reference/`` inside ``path``), without unpickling anything that could
+        run code. CheckpointError names the file when one is missing or damaged."""
         path = Path(path)
-        self.accelerator.load_state(str(path / "accelerate"))
+        if (path / "trainer.json").is_file():
+            self._load_current(path)
+        elif (path / "accelerate").is_dir():
+            self._load_legacy(path)
+        else:
+            raise CheckpointError(
+                f"{path} holds no GRPO state (neither trainer.json nor the accelerate/ folder of older versions): the "
+                "checkpoint is incomplete or was written by another algorithm"
+            )
         self._dirty = False  # every process loaded the same weights
-        self._refresh_full_copy()
+
+    def _load_current(self, path: Path) -> None:
+        from .state_files import load_tree, set_rng_state, tree_exists
+
+        trainer = load_tree(path, "trainer")
+        try:
+            counters, scheduler, had_reference = trainer["counters"], trainer["scheduler"], bool(trainer["reference"])
+        except (KeyError, TypeError) as e:
+            raise CheckpointError(f"{path / 'trainer.json'} lacks {e}; the checkpoint is damaged") from e
+        self._load_weights([policy_dir(path), path / "policy"])
+        name = f"optimizer-rank{self.rank}" if self._optimizer_per_rank else "optimizer"
+        self._set_optimizer_state(load_tree(path, name), path / f"{name}.json")
+        self._set_scheduler_and_counters(scheduler, counters, path / "trainer.json")
+        if self.ref_model is not None or self.options.beta > 0:  # type: ignore[attr-defined]
+            if had_reference:
+                self._load_reference(path / "reference.safetensors")
+            else:
+                self.context.log(f"{path} has no KL reference (it was written with beta 0): the reference is the loaded policy")
+                self._snapshot_reference()
+        if tree_exists(path, f"rng-rank{self.rank}"):
+            set_rng_state(load_tree(path, f"rng-rank{self.rank}"))
+        else:
+            self.context.log(
+                f"{path} has no random state for process {self.rank} (it was written by {trainer.get('processes')} "
+                "process(es)): sampling after the resume differs from an uninterrupted run"
+            )
+
+    def _load_legacy(self, path: Path) -> None:
+        """A checkpoint of an earlier version: Accelerate's ``save_state`` folder. Each pickle is
+        read with torch's restricted unpickler; the RNG files (which need numpy objects) are not
+        read, so sampling after this resume is not bit-identical to an uninterrupted run."""
+        from .state_files import load_legacy
+
+        acc_dir = path / "accelerate"
+        self._load_weights([path / "policy"])
+        self._set_optimizer_state(load_legacy(acc_dir / "optimizer.bin"), acc_dir / "optimizer.bin")
+        # the old GRPO registered the scheduler, then the counters, for checkpointing
+        scheduler = load_legacy(acc_dir / "custom_checkpoint_0.pkl")
+        counters = load_legacy(acc_dir / "custom_checkpoint_1.pkl")
+        self._set_scheduler_and_counters(scheduler, counters, acc_dir / "custom_checkpoint_*.pkl")
         ref_file = path / "reference" / "reference.pt"
         if self.options.beta > 0 and ref_file.exists():  # type: ignore[attr-defined]
+            state = load_legacy(ref_file)
             if self.ref_model is None:
                 self._snapshot_reference()
-            self.ref_model.load_state_dict(torch.load(ref_file, map_location=self.accelerator.device, weights_only=True))
+            try:
+                self.ref_model.load_state_dict(state)
+            except (RuntimeError, TypeError, AttributeError) as e:
+                raise CheckpointError(f"{ref_file} does not fit the model ({e})") from e
+        self.context.log(
+            f"{path} was written by an earlier version (accelerate/ folder): its random states are pickles, which "
+            "are not loaded, so sampling after this resume differs from an uninterrupted run"
+        )
+
+    def _load_weights(self, candidates: list[Path]) -> None:
+        folder = next((c for c in candidates if c.is_dir()), None)
+        if folder is None:
+            raise CheckpointError(f"no policy weights at {' or '.join(str(c) for c in candidates)}: the checkpoint is incomplete")
+        self.policy.before_update()
+        self.policy.load(folder)
+        if self._sharded:  # the policy loaded its full-weight copy; the trained shards follow it
+            from torch.distributed.checkpoint.state_dict import StateDictOptions, set_model_state_dict
+
+            set_model_state_dict(self.model, self.policy.module.state_dict(), options=StateDictOptions(full_state_dict=True))
+
+    def _load_reference(self, file: Path) -> None:
+        from safetensors.torch import load_model
+
+        if self.ref_model is None:
+            self._snapshot_reference()
+        if not file.is_file():
+            raise CheckpointError(f"{file} is missing: the checkpoint is incomplete (it was written with a KL reference)")
+        try:
+            load_model(self.ref_model, str(file), strict=True, device=str(self.accelerator.device))
+        except Exception as e:  # safetensors' own error types for a bad header; RuntimeError for wrong keys
+            raise CheckpointError(f"{file} cannot be loaded into the reference model ({type(e).__name__}: {e})") from e
+
+    @property
+    def _optimizer_per_rank(self) -> bool:
+        from accelerate.utils import DistributedType
+
+        return self.accelerator.distributed_type == DistributedType.DEEPSPEED
+
+    def _optimizer_state(self) -> Any:
+        """The optimiser's state as plain data. Under FSDP the full state, gathered with torch's
+        distributed state-dict API (every process must call this)."""
+        if self._sharded:
+            from torch.distributed.checkpoint.state_dict import StateDictOptions, get_optimizer_state_dict
+
+            return get_optimizer_state_dict(
+                self.model, self.optimizer.optimizer, options=StateDictOptions(full_state_dict=True, cpu_offload=True)
+            )
+        return self.optimizer.state_dict()
+
+    def _set_optimizer_state(self, state: Any, file: Path) -> None:
+        try:
+            if self._sharded:
+                from torch.distributed.checkpoint.state_dict import StateDictOptions, set_optimizer_state_dict
+
+                set_optimizer_state_dict(
+                    self.model, self.optimizer.optimizer, optim_state_dict=state, options=StateDictOptions(full_state_dict=True)
+                )
+            else:
+                self.optimizer.load_state_dict(state)
+        except (ValueError, KeyError, TypeError, RuntimeError, IndexError) as e:
+            raise CheckpointError(f"the optimiser state in {file} does not fit this model ({type(e).__name__}: {e})") from e
+
+    def _set_scheduler_and_counters(self, scheduler: Any, counters: Any, file: Path) -> None:
+        expected = self.scheduler.state_dict()
+        if not isinstance(scheduler, dict) or set(scheduler) - set(expected):
+            raise CheckpointError(f"the LR scheduler state in {file} is not one this algorithm wrote; the checkpoint is damaged")
+        try:
+            self.scheduler.load_state_dict(scheduler)
+            self.counters.load_state_dict(counters)
+        except (KeyError, TypeError, ValueError, AttributeError) as e:
+            raise CheckpointError(f"the scheduler or step counters in {file} are damaged ({type(e).__name__}: {e})") from e
 
 
 def _zero_stage(acc: Any) -> int:

@@ -13,13 +13,15 @@ torch and transformers are imported when a policy is built, never at module impo
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from coevolve_sdk.algorithm import CheckpointError
 from coevolve_sdk.context import RunContext
-from coevolve_sdk.policy import Generation, Policy
+from coevolve_sdk.policy import Generation, TrainablePolicy
 
 __all__ = ["HFPolicy", "TinyPolicy", "HFPolicyOptions", "TinyPolicyOptions"]
 
@@ -65,12 +67,14 @@ class TinyPolicyOptions(BaseModel):
     device: str = Field("auto")
 
 
-class HFPolicy(Policy):
+class HFPolicy(TrainablePolicy):
     """Any causal LM from the hub or a local path, with its tokenizer and chat template.
 
-    Exposes ``model`` (the ``PreTrainedModel``) and ``tokenizer`` for the algorithm. The
-    algorithm may wrap the model for distributed training; the policy keeps decoding with the
-    bare module, which shares its parameters.
+    A :class:`~coevolve_sdk.policy.TrainablePolicy`: ``module`` (also ``model``, the
+    ``PreTrainedModel``) is what the algorithm trains; it may wrap it for distributed training
+    and hand back, through ``set_decoding_module``, the bare module (which shares the wrapper's
+    parameters) or a full-weight copy it keeps in step (FSDP). ``tokenizer`` is the Hugging
+    Face tokenizer.
     """
 
     name: ClassVar[str] = "hf"
@@ -82,8 +86,6 @@ class HFPolicy(Policy):
         self.max_context = self.options.max_context
         self._model: Any = None
         self._tokenizer: Any = None
-        #: The module decoding runs through; the algorithm may point it at a wrapped model.
-        self.gen_model: Any = None
         self._build()
 
     # ------------------------------------------------------------------ construction
@@ -122,7 +124,6 @@ class HFPolicy(Policy):
             device = "cuda" if torch.cuda.is_available() else "cpu"
         self._model = model.to(device)
         self._tokenizer = tok
-        self.gen_model = None
         self._prompt_cache: dict[str, list[int]] = {}
         eos = _end_of_turn_id(tok)
         self.eos_token_id = eos
@@ -131,11 +132,30 @@ class HFPolicy(Policy):
 
     @property
     def model(self) -> Any:
+        """The module with the full weights (decoding runs through it); same as ``module``."""
         return self._model
+
+    @property
+    def module(self) -> Any:
+        return self.model
+
+    def set_decoding_module(self, module: Any) -> None:
+        self.model  # build a lazy policy first, so that the handed-over module is not replaced
+        self._model = module
 
     @property
     def tokenizer(self) -> Any:
         return self._tokenizer
+
+    @property
+    def pad_token_id(self) -> int:
+        return int(self.tokenizer.pad_token_id)
+
+    @property
+    def stop_token_ids(self) -> list[int]:
+        """Token ids that end a completion: the end-of-turn token and the tokenizer's eos."""
+        self.model  # a lazy policy learns its tokens when it is built
+        return list(self._stop_ids)
 
     @property
     def device(self) -> Any:
@@ -209,7 +229,7 @@ class HFPolicy(Policy):
             return []
         if any(len(p) == 0 for p in prompts):
             raise ValueError("generate() got an empty prompt")
-        model = self.gen_model if self.gen_model is not None else self.model
+        model = self.model
         device = self.device
         greedy = greedy or temperature <= 0.0
         b = len(prompts)
@@ -276,29 +296,58 @@ class HFPolicy(Policy):
         return gens
 
     # ------------------------------------------------------------------ persistence
-    def save(self, path: Path, state_dict: dict[str, Any] | None = None) -> None:
-        """``save_pretrained`` of model and tokenizer: the folder opens with
-        ``AutoModelForCausalLM.from_pretrained`` and ``AutoTokenizer.from_pretrained``."""
+    def save(self, path: Path, state_dict: Mapping[str, Any] | None = None) -> None:
+        """``save_pretrained`` of model (safetensors) and tokenizer: the folder opens with
+        ``AutoModelForCausalLM.from_pretrained`` and ``AutoTokenizer.from_pretrained``.
+        ``state_dict`` replaces the module's weights (a trainer gathers them from shards)."""
         from transformers.utils import logging as hf_logging
 
         path = Path(path)
         path.mkdir(parents=True, exist_ok=True)
         hf_logging.disable_progress_bar()  # no shard progress bar in the middle of the run's output
-        self.model.save_pretrained(path, state_dict=state_dict)
+        self.model.save_pretrained(path, state_dict=dict(state_dict) if state_dict is not None else None)
         self.tokenizer.save_pretrained(path)
 
     def load(self, path: Path) -> None:
-        """Load weights saved by ``save`` into the existing model (so wrappers that share its
-        parameters, such as the algorithm's, stay valid) and the saved tokenizer."""
-        from transformers import AutoModelForCausalLM, AutoTokenizer
+        """Copy the weights saved by ``save`` into the existing model (so wrappers that share its
+        parameters, such as the algorithm's, stay valid) and reload the saved tokenizer.
+
+        Reads only ``*.safetensors`` and JSON: a ``pytorch_model.bin`` or any other pickle in
+        the folder is never opened, so a copied run folder cannot run code here. A missing or
+        damaged file, or weights of another shape (a different model size), raise
+        CheckpointError with the file and the fix."""
+        import torch
 
         path = Path(path)
-        loaded = AutoModelForCausalLM.from_pretrained(path, dtype=next(self.model.parameters()).dtype)
-        missing, unexpected = self.model.load_state_dict(loaded.state_dict(), strict=False)
-        real_missing = [k for k in missing if not k.endswith("lm_head.weight")]
-        if real_missing or unexpected:
-            raise ValueError(f"checkpoint {path} does not match the model: missing {real_missing[:5]}, unexpected {unexpected[:5]}")
-        tok = AutoTokenizer.from_pretrained(path)
+        model = self.model
+        state = _read_safetensors(path)
+        own = model.state_dict()
+        if not _keys_match(state, own):
+            # transformers may store some architectures under other names than their modules use
+            # (fused MoE experts): let it map them, still from safetensors only
+            state = _load_through_transformers(path, next(model.parameters()).dtype)
+            if not _keys_match(state, own):
+                extra = sorted(set(state) - set(own))[:5]
+                missing = sorted(k for k in set(own) - set(state))[:5]
+                raise CheckpointError(
+                    f"the weights in {path} do not fit this policy's model (missing {missing}, unexpected {extra}): "
+                    "was the checkpoint written by another model? Resume with the model it was trained with"
+                )
+        wrong = [f"{k} {tuple(t.shape)} vs {tuple(own[k].shape)}" for k, t in state.items() if t.shape != own[k].shape]
+        if wrong:
+            raise CheckpointError(
+                f"the weights in {path} have other shapes than this policy's model ({'; '.join(wrong[:3])}): the "
+                "model's size changed since the checkpoint was written; resume with the original policy options"
+            )
+        with torch.no_grad():
+            for k, t in state.items():
+                own[k].copy_(t)
+        from transformers import AutoTokenizer
+
+        try:
+            tok = AutoTokenizer.from_pretrained(path)
+        except Exception as e:
+            raise CheckpointError(f"the tokenizer in {path} cannot be read ({type(e).__name__}: {e}); the checkpoint is damaged") from e
         tok.padding_side = "left"
         self._tokenizer = tok
         self._prompt_cache = {}
@@ -417,6 +466,53 @@ class TinyPolicy(HFPolicy):
 
 
 # ---------------------------------------------------------------------- helpers
+def _read_safetensors(folder: Path) -> dict[str, Any]:
+    """Every tensor of a ``save_pretrained`` folder: ``model.safetensors`` or the shards its
+    ``model.safetensors.index.json`` lists (plain file names inside ``folder`` only)."""
+    from safetensors.torch import load_file
+
+    index = folder / "model.safetensors.index.json"
+    if index.exists():
+        try:
+            names = sorted(set(json.loads(index.read_text(encoding="utf-8"))["weight_map"].values()))
+        except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
+            raise CheckpointError(f"{index} is damaged ({type(e).__name__}: {e})") from e
+        bad = [n for n in names if not isinstance(n, str) or Path(n).name != n]
+        if bad:
+            raise CheckpointError(f"{index} names files outside its folder ({bad[:3]}); the checkpoint is damaged")
+        files = [folder / n for n in names]
+    else:
+        files = [folder / "model.safetensors"]
+    state: dict[str, Any] = {}
+    for f in files:
+        if not f.is_file():
+            raise CheckpointError(f"{f} is missing: the checkpoint is incomplete (weights are read from safetensors only)")
+        try:
+            state.update(load_file(str(f), device="cpu"))
+        except Exception as e:  # safetensors raises its own error types for a bad header or size
+            raise CheckpointError(f"{f} is not a readable safetensors file ({type(e).__name__}: {e}); the checkpoint is damaged") from e
+    return state
+
+
+def _keys_match(state: dict[str, Any], own: dict[str, Any]) -> bool:
+    """Same names, allowing weights tied to a loaded one (an lm_head shared with the embedding
+    is stored once) to be absent from the file."""
+    if set(state) - set(own):
+        return False
+    loaded = {own[k].data_ptr() for k in state}
+    return all(own[k].data_ptr() in loaded for k in set(own) - set(state))
+
+
+def _load_through_transformers(folder: Path, dtype: Any) -> dict[str, Any]:
+    from transformers import AutoModelForCausalLM
+
+    try:
+        loaded = AutoModelForCausalLM.from_pretrained(folder, dtype=dtype, use_safetensors=True, trust_remote_code=False)
+    except Exception as e:
+        raise CheckpointError(f"the weights in {folder} cannot be loaded ({type(e).__name__}: {e})") from e
+    return dict(loaded.state_dict())
+
+
 def _resolve_dtype(name: str) -> Any:
     import torch
 

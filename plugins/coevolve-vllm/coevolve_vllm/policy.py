@@ -1,26 +1,25 @@
 """The ``vllm`` policy: the trainer's Hugging Face model, with rollouts sampled by vLLM.
 
 It is the ``hf`` policy of coevolve-grpo (same options, tokenizer, chat-template rendering,
-``model`` for the algorithm to train, ``save``/``load``) with ``generate`` replaced by vLLM.
+``module`` for the algorithm to train, ``save``/``load``) with ``generate`` replaced by vLLM.
 The trainer's weights stay the source of truth; vLLM holds a copy that is brought up to date
-after every optimisation step:
+after every optimisation step. The policy learns when the weights change only through the
+core's declared phases (:class:`~coevolve_sdk.policy.TrainablePolicy`), never by watching torch:
 
-* an optimiser step on the trainer's parameters (seen through torch's global optimiser
-  post-step hook, whichever optimiser or wrapper the algorithm uses), a change of their
-  version counters (``load``, ``load_state_dict``) or an explicit ``after_update()`` marks the
-  copy stale;
-* ``after_update()`` (which the core loop calls on every process right after each optimisation
-  step) or else the next ``generate``
-  wakes the engine, syncs through :class:`~coevolve_vllm.sync.WeightSync`, resets the prefix
-  cache and checks a fixed probe sequence's logprobs against the trainer's;
-* the first forward pass of the trainer's model after rollouts puts a colocated engine to
-  sleep, so the training phase gets the GPU memory back.
+* ``before_update()`` (the loop calls it on every process before each optimisation step; an
+  algorithm calls it before a warm start or before adopting other weights), ``load`` and
+  ``set_decoding_module`` mark the copy stale; ``before_update`` also puts a colocated engine
+  to sleep, so the training phase gets the GPU memory back;
+* ``after_update()`` (which the loop calls on every process right after each optimisation
+  step) or else the next ``generate`` wakes the engine, syncs through
+  :class:`~coevolve_vllm.sync.WeightSync`, resets the prefix cache and checks a fixed probe
+  sequence's logprobs against the trainer's.
 """
 
 from __future__ import annotations
 
 import time
-import weakref
+from pathlib import Path
 from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, Field, model_validator
@@ -124,51 +123,32 @@ class VLLMPolicy(HFPolicy):
         )
         self.last_sync: SyncReport | None = None
         self._stale = True  # the engine loaded the checkpoint from disk; treat it as unsynced once
-        self._in_own_forward = False
-        self._param_ids: set[int] = set()
-        self._weights_version = -1
         self._gen_tokens = 0
         self._gen_seconds = 0.0
         self._probe_ids: list[int] | None = None
-        self._hooks: list[Any] = []
-        self._hooked_model: Any = None
-        self._attach_trainer_hooks()
 
     # ------------------------------------------------------------------ trainer side
     def _log(self, msg: str) -> None:
         (self.context.log if self.context is not None else print)(msg)
 
-    def _attach_trainer_hooks(self) -> None:
-        from torch.optim.optimizer import register_optimizer_step_post_hook
+    # ---- the phases of the trainer <-> rollout seam (coevolve_sdk.policy.TrainablePolicy)
+    def before_update(self) -> None:
+        """The weights are about to change: the engine's copy is stale from now on, and a
+        colocated engine goes to sleep so that training gets the GPU memory back. Local to this
+        process (no communication), as the seam requires."""
+        self._stale = True
+        if self.engine is not None:
+            self.engine.sleep()
 
-        for h in self._hooks:
-            h.remove()
-        self._hooks.clear()
-        model = self.model
-        self._hooked_model = model
-        self._param_ids = {id(p) for p in model.parameters()}
-        self._weights_version = self._version_sum()
-        ref = weakref.ref(self)
+    def load(self, path: Path) -> None:
+        super().load(path)
+        self._stale = True
 
-        def on_optimizer_step(optimizer: Any, args: Any, kwargs: Any) -> None:
-            me = ref()
-            if me is None:
-                return
-            for group in optimizer.param_groups:
-                if any(id(p) in me._param_ids for p in group["params"]):
-                    me._stale = True
-                    return
-
-        def on_forward(module: Any, args: Any) -> None:
-            me = ref()
-            if me is not None and not me._in_own_forward and me.engine is not None:
-                me.engine.sleep()  # the training phase begins: give the memory back
-
-        self._hooks.append(register_optimizer_step_post_hook(on_optimizer_step))
-        self._hooks.append(model.register_forward_pre_hook(on_forward))
-
-    def _version_sum(self) -> int:
-        return sum(p._version for p in self.model.parameters())
+    def set_decoding_module(self, module: Any) -> None:
+        super().set_decoding_module(module)
+        self._stale = True
+        if self.engine is not None:
+            self.engine.trainer_model = module
 
     def _trainer_weights(self) -> Any:
         model = self.model
@@ -185,7 +165,6 @@ class VLLMPolicy(HFPolicy):
 
         model = self.model
         was_training = model.training
-        self._in_own_forward = True
         try:
             model.eval()
             with torch.no_grad():
@@ -193,7 +172,6 @@ class VLLMPolicy(HFPolicy):
                 logits = model(input_ids=ids).logits[0, :-1].float()
                 lp = torch.log_softmax(logits, dim=-1).gather(-1, ids[0, 1:, None])[:, 0]
         finally:
-            self._in_own_forward = False
             if was_training:
                 model.train()
         return [float(v) for v in lp.cpu().tolist()]
@@ -253,17 +231,10 @@ class VLLMPolicy(HFPolicy):
 
     def _needs_sync(self) -> bool:
         eng = self.engine
-        if self._stale or (eng is not None and eng.weights_lost):
-            return True
-        return self._version_sum() != self._weights_version
+        return self._stale or (eng is not None and eng.weights_lost)
 
     def _ready(self) -> None:
         """Wake the engine and bring its weights up to date before sampling."""
-        if self.model is not self._hooked_model:
-            # The algorithm swapped the module (e.g. the unwrapped one after Accelerate's
-            # prepare): follow it, and treat the engine as stale.
-            self._attach_trainer_hooks()
-            self._stale = True
         eng = self._ensure_engine()
         eng.wake()
         if self._needs_sync():
@@ -282,7 +253,6 @@ class VLLMPolicy(HFPolicy):
     def _sync(self) -> SyncReport:
         eng = self._ensure_engine()
         eng.wake()
-        version = self._version_sum()
         world, rank = _world()
         if self.options.mode == "server" and world > 1:
             # One server, several trainer ranks: rank 0 pushes the weights, the others wait
@@ -299,7 +269,6 @@ class VLLMPolicy(HFPolicy):
             report = self.weight_sync.sync(eng, self._trainer_weights(), self._verify if self.options.probe else None)
         eng.weights_lost = False
         self._stale = False
-        self._weights_version = version
         self.last_sync = report
         if report.probe is not None and not report.probe.ok:
             msg = (
@@ -352,7 +321,7 @@ class VLLMPolicy(HFPolicy):
         self._ready()
         greedy = greedy or temperature <= 0.0
         groups = plan_requests(prompts, merge_duplicates=self.options.merge_duplicate_prompts or greedy)
-        stops = self._stop_ids
+        stops = self.stop_token_ids
         kws = [
             sampling_kwargs(
                 n=1 if greedy else g.n,
@@ -370,11 +339,6 @@ class VLLMPolicy(HFPolicy):
         self._gen_tokens += sum(len(g.token_ids) for g in gens)
         return gens
 
-    def close(self) -> None:
-        """Remove the hooks this policy put on torch's optimiser and on the trainer's model."""
-        for h in self._hooks:
-            h.remove()
-        self._hooks.clear()
 
 
 def _world() -> tuple[int, int]:
