@@ -1,0 +1,653 @@
+"""ToolEnv: an environment whose tools are typed Python methods.
+
+Every tool-use environment needs the same machinery around its tools: parse the agent's
+``<tool_call>`` blocks, check each call's arguments, dispatch, turn every mistake into an
+error message the agent can read, publish JSON schemas, draw random valid calls for the
+explorer, and phrase executed calls as a request. ToolEnv derives all of it from the tool
+methods themselves, so an environment is its state, its tools, its tasks and its grade::
+
+    from typing import Annotated
+    from pydantic import Field
+    from coevolve_sdk.toolenv import ToolEnv, ToolError, from_state, tool
+
+    class Counter(ToolEnv):
+        name = "counter"
+
+        def setup(self, task):                       # the state of a fresh episode
+            self.counts = dict(task.payload.get("initial", {}))
+
+        def snapshot(self):                          # what grading compares (JSON values)
+            return self.counts
+
+        @tool(phrase="add {n} to {name}")
+        def add(self, name: Annotated[str, from_state(lambda env: sorted(env.counts))],
+                n: Annotated[int, Field(ge=1, le=5)]) -> int:
+            '''Add to an existing counter.
+
+            Args:
+                name: The counter to change.
+                n: How much to add.
+            '''
+            if name not in self.counts:
+                raise ToolError(f"no counter '{name}'")
+            self.counts[name] += n
+            return self.counts[name]
+
+        def tasks(self, split="train"):
+            return [self.build_task("Add 2 to a.", [call("add", name="a", n=2)], initial={"a": 1})]
+
+What the base class provides, from the methods marked with :func:`tool`:
+
+* ``tools()``: one ``ToolSpec`` per tool; its JSON schema comes from the signature (pydantic),
+  the description from the docstring's first paragraph, one description per argument from its
+  ``Args:`` section.
+* ``act()``: every ``<tool_call>`` of a message is run in order (several per message); the
+  arguments are validated strictly (``"3"`` is not an int, unknown arguments are refused)
+  against a pydantic model built per tool; the tool's return value is the observation
+  (``str`` as is, ``None`` as ``"ok"``, anything else as JSON). An unknown tool, bad
+  arguments, a :class:`ToolError` (or another type listed in ``user_errors``) become an
+  ``Error: ...`` observation; any other exception is a bug in the tool, reported the same way
+  (with ``info["tool_bugs"]``) and never escapes ``step``. A message without a tool call is
+  the final answer: it ends the episode and is kept in ``self.answer``.
+* ``sample_action()``: a random tool whose arguments can be drawn now, each argument from its
+  sampler (:func:`from_state`) or its type's domain (``Literal``, ``bool``, an ``Enum``, an int
+  or float bounded with ``Field(ge=, le=)``); arguments with a default are left out.
+* ``describe()``: the executed calls phrased with each tool's ``phrase`` template, joined with
+  ", then ". ``action_pattern()`` is AgentEnv's: the ordered names of the tools called.
+* Grading: ``score()`` is ``self.rubric.score(self)``; the default rubric requires the final
+  state to equal the task's expected state and the final message to contain the expected
+  answer (:mod:`coevolve_sdk.rubric`).
+* Tasks by execution: :meth:`build_task` runs reference actions on an initial state and
+  records the expected final state and answer in the payload; the default :meth:`make_task`
+  does the same for a teacher's candidate on its parent's initial state. So a synthetic task is
+  graded by state comparison with no code of its own, and a candidate whose actions fail is
+  refused at validation.
+
+Task payload convention: ``payload["initial"]`` is what ``setup`` builds the state from,
+``payload["expected"]`` the expected ``snapshot()`` after the reference actions, and
+``payload["answer"]`` the expected answer (the result of the last call, when that tool is
+declared ``answers=True``; None otherwise).
+"""
+
+from __future__ import annotations
+
+import enum
+import inspect
+import json
+import re
+import traceback
+import typing
+import warnings
+from dataclasses import dataclass, field
+from typing import Any, Callable, ClassVar, Iterable, Literal, Sequence
+
+import annotated_types
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
+
+from .actions import ActionParseError, ToolCall, format_tool_call, parse_tool_calls
+from .environment import AgentEnv, Outcome
+from .rubric import Check, Rubric, answer_matches, as_json, state_matches
+from .types import CandidateTask, Step, Task, ToolSpec
+
+__all__ = ["ToolEnv", "ToolError", "ToolInfo", "ArgInfo", "StateSampler", "tool", "from_state", "call"]
+
+
+class ToolError(Exception):
+    """Raised by a tool for a mistake of the agent (a missing key, a move the rules forbid).
+
+    Its message is what the agent reads (after ``Error: ``); the episode goes on. Any other
+    exception raised by a tool counts as a bug in the tool: the agent still gets an error
+    observation, but ``check_env`` reports it."""
+
+
+@dataclass(frozen=True)
+class StateSampler:
+    """Where ``sample_action`` draws an argument from; see :func:`from_state`."""
+
+    values: Callable[[Any], Iterable[Any]] | Sequence[Any]
+
+    def candidates(self, env: Any) -> list[Any]:
+        return list(self.values(env) if callable(self.values) else self.values)
+
+
+def from_state(values: Callable[[Any], Iterable[Any]] | Sequence[Any]) -> StateSampler:
+    """Mark an argument as drawn, in exploration, from values of the live environment.
+
+    Use it inside ``Annotated``: ``key: Annotated[str, from_state(lambda env: sorted(env.store))]``
+    ("a key that exists"). ``values`` is a function of the environment or a fixed sequence. It
+    only steers ``sample_action``; validation still accepts any value of the type, so the agent
+    can ask for a key that does not exist and get the tool's own error. When the function
+    returns nothing (an empty store) the tool is not sampled at that moment.
+    """
+    if not callable(values) and (isinstance(values, (str, bytes)) or not isinstance(values, Iterable)):
+        raise TypeError(f"from_state takes a function of the environment or a sequence of values, got {type(values).__name__}")
+    return StateSampler(values)
+
+
+@dataclass
+class ArgInfo:
+    name: str
+    annotation: Any
+    description: str
+    required: bool
+    sampler: StateSampler | None
+
+
+@dataclass
+class ToolInfo:
+    """What ToolEnv knows about one tool (``Env.tool_infos()`` lists them)."""
+
+    name: str
+    method: str
+    description: str
+    args: list[ArgInfo]
+    model: type[BaseModel]
+    spec: ToolSpec
+    phrase: str | None = None
+    answers: bool = False
+    ends_episode: bool = False
+    explore: bool = True
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+_MARK = "__coevolve_tool__"
+
+
+def tool(
+    fn: Callable[..., Any] | None = None,
+    *,
+    name: str | None = None,
+    phrase: str | None = None,
+    answers: bool = False,
+    ends_episode: bool = False,
+    explore: bool = True,
+    strict: bool = True,
+) -> Any:
+    """Mark a ToolEnv method as a tool the agent can call.
+
+    * ``name``: the tool's name for the agent (default: the method's name; needed when the
+      natural name is taken by the environment API, e.g. a tool called ``reset``);
+    * ``phrase``: how ``describe`` says a call in a request, a ``str.format`` template over the
+      arguments, e.g. ``"move {n} {item} from {src} to {dst}"``;
+    * ``answers``: the result is information the user asked for: a task whose last call is this
+      tool expects its result in the final message (``payload["answer"]``);
+    * ``ends_episode``: a successful call ends the episode (a ``submit`` tool);
+    * ``explore``: False keeps the tool out of ``sample_action``;
+    * ``strict``: validate JSON types exactly (no ``"3"`` for an int); False lets pydantic coerce.
+    """
+
+    def mark(f: Callable[..., Any]) -> Callable[..., Any]:
+        if isinstance(f, (staticmethod, classmethod)) or not inspect.isfunction(f):
+            raise TypeError(f"@tool marks a plain method of a ToolEnv subclass, not {type(f).__name__}")
+        setattr(f, _MARK, {"name": name or f.__name__, "phrase": phrase, "answers": answers, "ends_episode": ends_episode,
+                           "explore": explore, "strict": strict})
+        return f
+
+    return mark(fn) if fn is not None else mark
+
+
+def call(name: str, **arguments: Any) -> str:
+    """The action text of one tool call: ``call("set", key="a", value=1)``."""
+    return format_tool_call(name, arguments)
+
+
+# ---------------------------------------------------------------------- docstrings
+_SECTION = re.compile(r"^(Args|Arguments|Parameters|Params|Returns|Return|Raises|Yields|Examples?|Notes?)\s*:\s*$")
+_ARG_LINE = re.compile(r"^(\*{0,2}\w+)\s*(?:\([^)]*\))?\s*:\s*(.*)$")
+_SPHINX = re.compile(r"^:param\s+(?:[^:]*\s)?(\w+)\s*:\s*(.*)$")
+
+
+def parse_docstring(doc: str | None) -> tuple[str, dict[str, str]]:
+    """The summary (text before the first section) and the per-argument descriptions of a
+    Google-style (``Args:``) or Sphinx-style (``:param x:``) docstring."""
+    if not doc:
+        return "", {}
+    summary: list[str] = []
+    args: dict[str, str] = {}
+    section: str | None = None  # None: the summary; "args": an argument list; other: skipped
+    current: str | None = None
+    arg_indent: int | None = None
+    for line in inspect.cleandoc(doc).splitlines():
+        stripped = line.strip()
+        indent = len(line) - len(line.lstrip())
+        sphinx = _SPHINX.match(stripped)
+        if sphinx:
+            section, current = "sphinx", sphinx.group(1)
+            args[current] = sphinx.group(2)
+            continue
+        header = _SECTION.match(stripped) if indent == 0 else None
+        if header:
+            section = "args" if header.group(1) in ("Args", "Arguments", "Parameters", "Params") else "other"
+            current, arg_indent = None, None
+            continue
+        if section is None:
+            summary.append(stripped)
+        elif section == "args" and indent > 0:
+            m = _ARG_LINE.match(stripped)
+            if m and (arg_indent is None or indent <= arg_indent):
+                current, arg_indent = m.group(1).lstrip("*"), indent
+                args[current] = m.group(2)
+            elif current is not None:
+                args[current] += " " + stripped
+        elif section == "sphinx" and current is not None and stripped and not stripped.startswith(":"):
+            args[current] += " " + stripped
+        elif stripped.startswith(":"):
+            current = None
+        elif indent == 0 and stripped:
+            section, current = "other", None
+    text = " ".join(" ".join(summary).split())
+    return text, {k: " ".join(v.split()) for k, v in args.items()}
+
+
+# ---------------------------------------------------------------------- schema building
+def _strip_titles(schema: Any) -> Any:
+    """pydantic's schema without its generated ``title`` keys (noise in every prompt)."""
+    if isinstance(schema, dict):
+        out: dict[str, Any] = {}
+        for k, v in schema.items():
+            if k == "title" and isinstance(v, str):
+                continue
+            if k in ("properties", "$defs") and isinstance(v, dict):
+                out[k] = {pk: _strip_titles(pv) for pk, pv in v.items()}
+            else:
+                out[k] = _strip_titles(v)
+        return out
+    if isinstance(schema, list):
+        return [_strip_titles(x) for x in schema]
+    return schema
+
+
+def _samplers(annotation: Any) -> list[StateSampler]:
+    if typing.get_origin(annotation) is typing.Annotated:
+        return [m for m in typing.get_args(annotation)[1:] if isinstance(m, StateSampler)]
+    return []
+
+
+def _build_tool(owner: type, method_name: str, fn: Callable[..., Any], meta: dict[str, Any]) -> ToolInfo:
+    tname = meta["name"]
+    where = f"{owner.__name__}.{method_name}"
+    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_.-]{0,63}", tname):
+        raise TypeError(f"tool {where}: name '{tname}' must be 1-64 letters, digits, '_', '.' or '-'")
+    try:
+        hints = typing.get_type_hints(fn, include_extras=True)
+    except Exception as e:
+        raise TypeError(f"tool {where}: its type hints cannot be resolved ({type(e).__name__}: {e}); "
+                        "define the names they use at module level, before the class") from None
+    summary, arg_docs = parse_docstring(fn.__doc__)
+    params = list(inspect.signature(fn).parameters.values())
+    if not params or params[0].name != "self":
+        raise TypeError(f"tool {where}: a tool is a method; its first parameter must be self")
+    fields: dict[str, Any] = {}
+    args: list[ArgInfo] = []
+    for p in params[1:]:
+        if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
+            raise TypeError(f"tool {where}: *{p.name} is not allowed; every argument needs a name and a type")
+        if p.kind is p.POSITIONAL_ONLY:
+            raise TypeError(f"tool {where}: argument '{p.name}' is positional-only; tools are called with keyword arguments")
+        if p.name not in hints:
+            raise TypeError(f"tool {where}: argument '{p.name}' has no type hint; ToolEnv builds the JSON schema and the validation from it")
+        ann = hints[p.name]
+        desc = arg_docs.get(p.name, "")
+        default = ... if p.default is inspect.Parameter.empty else p.default
+        fields[p.name] = (typing.Annotated[ann, Field(description=desc or None)], default)
+        samplers = _samplers(ann)
+        args.append(ArgInfo(p.name, ann, desc, default is ..., samplers[-1] if samplers else None))
+    unknown = sorted(set(arg_docs) - {a.name for a in args})
+    if unknown:
+        raise TypeError(f"tool {where}: the docstring describes {', '.join(unknown)}, which the signature does not have")
+    try:
+        with warnings.catch_warnings():  # "field shadows a BaseModel attribute": harmless here
+            warnings.simplefilter("ignore")
+            model = create_model(  # type: ignore[call-overload]
+                f"{owner.__name__}_{tname}_arguments",
+                __config__=ConfigDict(extra="forbid", strict=meta["strict"]),
+                **fields,
+            )
+        schema = _strip_titles(model.model_json_schema())
+    except Exception as e:
+        raise TypeError(f"tool {where}: its arguments do not make a pydantic model / JSON schema ({type(e).__name__}: {e}); "
+                        "use JSON-friendly types (str, int, float, bool, Literal, list, dict, pydantic models)") from None
+    schema.pop("additionalProperties", None)
+    schema.setdefault("properties", {})
+    spec = ToolSpec(name=tname, description=summary, parameters=schema)
+    info = ToolInfo(name=tname, method=method_name, description=summary, args=args, model=model, spec=spec,
+                    phrase=meta["phrase"], answers=meta["answers"], ends_episode=meta["ends_episode"], explore=meta["explore"])
+    if info.phrase:
+        missing = sorted(set(re.findall(r"{(\w+)", info.phrase)) - {a.name for a in args})
+        if missing:
+            raise TypeError(f"tool {where}: phrase '{info.phrase}' names {', '.join(missing)}, which are not arguments")
+    return info
+
+
+def _domain(model: type[BaseModel], arg: ArgInfo) -> list[Any] | tuple[float, float, bool] | None:
+    """The values sample_action may draw for an argument without a sampler: a list of choices,
+    a (low, high, is_int) range, or None when the type has no small domain."""
+    f = model.model_fields[arg.name]
+    ann = f.annotation
+    if typing.get_origin(ann) is Literal:
+        return list(typing.get_args(ann))
+    if ann is bool:
+        return [False, True]
+    if isinstance(ann, type) and issubclass(ann, enum.Enum):
+        return [m.value for m in ann]
+    if ann in (int, float):
+        lo = hi = None
+        for m in f.metadata:
+            if isinstance(m, annotated_types.Ge):
+                lo = m.ge
+            elif isinstance(m, annotated_types.Gt):
+                lo = m.gt + 1 if ann is int else m.gt
+            elif isinstance(m, annotated_types.Le):
+                hi = m.le
+            elif isinstance(m, annotated_types.Lt):
+                hi = m.lt - 1 if ann is int else m.lt
+        if lo is not None and hi is not None and lo <= hi:
+            return (lo, hi, ann is int)
+    return None
+
+
+def _format_validation(tool_name: str, e: ValidationError, allowed: list[str]) -> str:
+    parts = []
+    for err in e.errors(include_url=False):
+        loc = ".".join(str(x) for x in err["loc"])
+        if err["type"] == "missing":
+            parts.append(f"missing argument '{loc}'")
+        elif err["type"] == "extra_forbidden":
+            parts.append(f"'{loc}' is not an argument of '{tool_name}' (its arguments: {', '.join(allowed) or 'none'})")
+        else:
+            shown = json.dumps(err.get("input"), default=str)[:60]
+            parts.append(f"argument '{loc}': {err['msg']} (got {shown})")
+    return f"bad arguments for '{tool_name}': " + "; ".join(parts)
+
+
+@dataclass
+class _CallResult:
+    name: str
+    text: str
+    error: str | None = None
+    bug: str | None = None
+    tool: ToolInfo | None = None
+
+
+class ToolEnv(AgentEnv):
+    """An AgentEnv built from ``@tool`` methods; see the module docstring for the whole API.
+
+    You write: ``setup(task)`` (the fresh state of an episode), the tools, ``tasks(split)``
+    (usually with :meth:`build_task`) and, for state-comparison grading, ``snapshot()``. You
+    may set: ``system_prompt``, ``rubric`` (the grade), ``user_errors`` (exception types that
+    mean "the agent made a mistake"), ``answer_template`` / ``done_message`` (the closing
+    message ``build_task`` appends to reference actions).
+
+    Attributes during an episode: ``task``, ``messages``, ``steps``, ``done`` (AgentEnv's) and
+    ``answer`` (the agent's final message, None until it gives one).
+    """
+
+    system_prompt: ClassVar[str] = (
+        "Use the tools to do what the user asks. When you are done, reply with a short message and no tool call."
+    )
+    rubric: ClassVar[Rubric] = Rubric([Check(state_matches, required=True), Check(answer_matches, required=True)])
+    user_errors: ClassVar[tuple[type[BaseException], ...]] = (ToolError,)
+    answer_template: ClassVar[str] = "The answer is {answer}."
+    done_message: ClassVar[str | None] = "Done."
+    _tool_table: ClassVar[dict[str, ToolInfo]] = {}
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        table: dict[str, ToolInfo] = {}
+        by_method: dict[str, str] = {}
+        reserved = {n for base in (AgentEnv, ToolEnv) for n in dir(base)}
+        for klass in reversed(cls.__mro__):
+            for attr, value in vars(klass).items():
+                meta = getattr(value, _MARK, None) if inspect.isfunction(value) else None
+                if attr in by_method:  # redefined in a subclass: the new definition wins
+                    table.pop(by_method.pop(attr), None)
+                if meta is None:
+                    continue
+                if attr in reserved:
+                    raise TypeError(f"tool {cls.__name__}.{attr}: the method name '{attr}' is part of the environment API; "
+                                    f"name the method differently and keep the tool's name with @tool(name='{attr}')")
+                if meta["name"] in table:
+                    raise TypeError(f"{cls.__name__}: two tools are named '{meta['name']}' ({table[meta['name']].method} and {attr})")
+                table[meta["name"]] = _build_tool(cls, attr, value, meta)
+                by_method[attr] = meta["name"]
+        cls._tool_table = table
+        super().__init_subclass__(**kwargs)
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)  # AgentEnv's: (options, context, render_mode=..., **options)
+        self.answer: str | None = None
+        self._scratch: ToolEnv | None = None
+
+    # ------------------------------------------------------------------ implementer's part
+    def setup(self, task: Task) -> None:
+        """Build the state of a fresh episode of ``task`` (by convention from ``task.payload["initial"]``)."""
+        raise NotImplementedError(f"{type(self).__name__} must define setup(task): build the episode's state from the task")
+
+    def snapshot(self) -> Any:
+        """The state that grading compares, as JSON values (dicts, lists, numbers, strings).
+
+        Needed by the default rubric and by ``build_task``/``make_task``, which store the
+        expected snapshot in the task payload."""
+        raise NotImplementedError(
+            f"{type(self).__name__} must define snapshot() to grade by state comparison (the default rubric, "
+            "build_task and make_task use it), or override score() and make_task()"
+        )
+
+    def opening(self, task: Task) -> list[dict[str, Any]]:
+        """The first messages of an episode: the system prompt and the task's query."""
+        return [{"role": "system", "content": self.system_prompt}, {"role": "user", "content": task.query}]
+
+    # ------------------------------------------------------------------ tools
+    @classmethod
+    def tool_infos(cls) -> list[ToolInfo]:
+        """The tools of this class, in definition order."""
+        return list(cls._tool_table.values())
+
+    def tools(self) -> list[ToolSpec]:
+        return [t.spec for t in self._tool_table.values()]
+
+    def run_call(self, c: ToolCall) -> _CallResult:
+        """Validate and run one call on the live state; never raises for the agent's mistakes."""
+        info = self._tool_table.get(c.name)
+        if info is None:
+            return _CallResult(c.name, "", error=f"unknown tool '{c.name}'; the tools are: {', '.join(self._tool_table) or 'none'}")
+        try:
+            parsed = info.model.model_validate(c.arguments)
+        except ValidationError as e:
+            return _CallResult(c.name, "", error=_format_validation(c.name, e, [a.name for a in info.args]), tool=info)
+        kwargs = dict(parsed)  # not getattr: an argument may be named like a BaseModel method
+        try:
+            result = getattr(self, info.method)(**kwargs)
+        except self.user_errors as e:
+            return _CallResult(c.name, "", error=str(e) or type(e).__name__, tool=info)
+        except Exception as e:
+            bug = f"tool '{c.name}' raised {type(e).__name__}: {e}"
+            return _CallResult(c.name, "", error=f"the tool '{c.name}' failed ({type(e).__name__}: {e})", bug=bug + "\n" + traceback.format_exc(limit=4), tool=info)
+        return _CallResult(c.name, self.render_result(result), tool=info)
+
+    def render_result(self, result: Any) -> str:
+        """A tool's return value as the text the agent reads."""
+        if result is None:
+            return "ok"
+        if isinstance(result, str):
+            return result
+        if isinstance(result, BaseModel):
+            return result.model_dump_json()
+        return json.dumps(result, ensure_ascii=False, default=str)
+
+    # ------------------------------------------------------------------ AgentEnv
+    def begin(self, task: Task) -> list[dict[str, Any]]:
+        self.answer = None
+        self.setup(task)
+        return self.opening(task)
+
+    def act(self, action: str) -> Outcome:
+        try:
+            calls = parse_tool_calls(action)
+        except ActionParseError as e:
+            return Outcome(messages=[{"role": "tool", "content": f"Error: {e}"}], error=str(e))
+        if not calls:
+            self.answer = action
+            return Outcome(messages=[], done=True)
+        messages: list[dict[str, Any]] = []
+        errors: list[str] = []
+        bugs: list[str] = []
+        done = False
+        for c in calls:
+            if done:
+                messages.append({"role": "tool", "name": c.name, "content": "Error: the episode ended before this call"})
+                continue
+            r = self.run_call(c)
+            if r.error is not None:
+                errors.append(r.error)
+                if r.bug:
+                    bugs.append(r.bug)
+                messages.append({"role": "tool", "name": c.name, "content": f"Error: {r.error}"})
+            else:
+                messages.append({"role": "tool", "name": c.name, "content": r.text})
+                done = bool(r.tool and r.tool.ends_episode)
+        info: dict[str, Any] = {"tool_bugs": bugs} if bugs else {}
+        return Outcome(messages=messages, done=done, tool_names=[c.name for c in calls], error="; ".join(errors) or None, info=info)
+
+    def score(self) -> float:
+        return float(self.rubric.score(self))
+
+    def sample_action(self) -> str:
+        tools = [t for t in self._tool_table.values() if t.explore]
+        rng = self.np_random
+        unsampleable: list[str] = []
+        for i in rng.permutation(len(tools)):
+            t = tools[int(i)]
+            args = self._sample_arguments(t, unsampleable)
+            if args is not None:
+                return format_tool_call(t.name, args)
+        raise RuntimeError(
+            f"{type(self).__name__}.sample_action: no tool can be sampled in this state ({'; '.join(unsampleable) or 'no tools'}). "
+            "Give such arguments a sampler (Annotated[str, from_state(...)]) or a small domain (Literal, Field(ge=, le=))."
+        )
+
+    def _sample_arguments(self, t: ToolInfo, why: list[str]) -> dict[str, Any] | None:
+        rng = self.np_random
+        out: dict[str, Any] = {}
+        for a in t.args:
+            if a.sampler is not None:
+                try:
+                    values = a.sampler.candidates(self)
+                except Exception as e:
+                    raise RuntimeError(f"the sampler of argument '{a.name}' of tool '{t.name}' raised {type(e).__name__}: {e} "
+                                       "(samplers read the live state: call reset() first)") from e
+                if not values:
+                    why.append(f"'{t.name}': nothing to draw '{a.name}' from now")
+                    return None
+                out[a.name] = values[int(rng.integers(0, len(values)))]
+                continue
+            if not a.required:
+                continue
+            dom = _domain(t.model, a)
+            if dom is None:
+                why.append(f"'{t.name}': argument '{a.name}' has no sampler and no small domain")
+                return None
+            if isinstance(dom, list):
+                out[a.name] = dom[int(rng.integers(0, len(dom)))]
+            else:
+                lo, hi, is_int = dom
+                out[a.name] = int(rng.integers(int(lo), int(hi) + 1)) if is_int else round(float(rng.uniform(lo, hi)), 2)
+        return out
+
+    def phrase(self, c: ToolCall) -> str:
+        """How a request says one call: the tool's ``phrase`` template, or a plain description."""
+        info = self._tool_table.get(c.name)
+        if info is not None and info.phrase:
+            values = {a.name: c.arguments.get(a.name, "") for a in info.args}
+            try:
+                return info.phrase.format(**values)
+            except (KeyError, IndexError, ValueError):
+                pass
+        if not c.arguments:
+            return f"call {c.name}"
+        return f"call {c.name} with " + ", ".join(f"{k}={json.dumps(v, ensure_ascii=False)}" for k, v in c.arguments.items())
+
+    def request(self, calls: list[ToolCall]) -> str:
+        """A request asking for ``calls`` in order: their phrases joined with ", then "."""
+        if not calls:
+            return "Do nothing."
+        text = ", then ".join(self.phrase(c) for c in calls)
+        return text[0].upper() + text[1:] + "."
+
+    def describe(self, task: Task | None, steps: list[Step]) -> str:
+        calls: list[ToolCall] = []
+        for s in steps:
+            try:
+                calls.extend(parse_tool_calls(s.action))
+            except ActionParseError:
+                continue
+        return self.request(calls)
+
+    # ------------------------------------------------------------------ tasks by execution
+    def _scratch_env(self) -> ToolEnv:
+        # A second instance, so that building a task never disturbs this one's live episode.
+        if self._scratch is None:
+            self._scratch = type(self)(self.options, getattr(self, "context", None))
+        return self._scratch
+
+    def _execute_reference(self, task: Task) -> tuple[Any, str | None]:
+        """Run ``task``'s reference actions on a fresh state; returns (final snapshot, answer).
+        Raises ValueError naming the first action that is malformed or fails."""
+        env = self._scratch_env()
+        env.task = task
+        env.answer = None
+        env.setup(task)
+        answer: str | None = None
+        actions = task.reference_actions
+        for i, action in enumerate(actions, 1):
+            try:
+                calls = parse_tool_calls(action)
+            except ActionParseError as e:
+                raise ValueError(f"reference action {i} is malformed: {e}") from None
+            ended = not calls  # a message without a tool call ends an episode, as in step()
+            for c in calls:
+                r = env.run_call(c)
+                if r.error is not None:
+                    raise ValueError(f"reference action {i} fails on the base state: {r.error}")
+                answer = r.text if r.tool is not None and r.tool.answers else None
+                ended = ended or bool(r.tool and r.tool.ends_episode)
+            if ended and i < len(actions):
+                raise ValueError(f"reference action {i} ends the episode but {len(actions) - i} more follow; "
+                                 "a message without a tool call (or an ends_episode tool) must come last")
+        return as_json(env.snapshot()), answer
+
+    def build_task(self, query: str, actions: list[str], *, initial: Any = None, close: bool = True, **fields: Any) -> Task:
+        """A task whose grade is known by execution: run ``actions`` on the state built from
+        ``initial`` and store the expected final state and answer in the payload.
+
+        With ``close`` the reference actions end with a final message: ``answer_template`` when
+        the last call answers (a tool declared ``answers=True``), ``done_message`` otherwise.
+        ``fields`` go to ``Task`` (``id``, ``split``, ``origin``, extra ``payload`` keys...).
+        Raises ValueError when an action is malformed or fails."""
+        payload = {**dict(fields.pop("payload", {}) or {}), "initial": initial}
+        task = Task(env=self.name, query=query, payload=payload, reference_actions=list(actions), **fields)
+        expected, answer = self._execute_reference(task)
+        refs = list(actions)
+        if close and (not refs or parse_tool_calls(refs[-1])):
+            closing = self.answer_template.format(answer=answer) if answer is not None else self.done_message
+            if closing:
+                refs.append(closing)
+        return task.model_copy(update={"payload": {**payload, "expected": expected, "answer": answer}, "reference_actions": refs})
+
+    def make_task(self, candidate: CandidateTask, base: Task | None) -> Task:
+        """A candidate's task on its parent's initial state, with its expected state and answer
+        computed by running its reference actions (which must all succeed). A candidate's own
+        ``payload["initial"]`` is merged into (a dict) or replaces the parent's."""
+        payload = dict(base.payload) if base is not None else {}
+        initial = payload.get("initial")
+        extra = dict(candidate.payload)
+        if "initial" in extra:
+            mine = extra.pop("initial")
+            initial = {**initial, **mine} if isinstance(initial, dict) and isinstance(mine, dict) else mine
+        payload.update({k: v for k, v in extra.items() if k not in ("expected", "answer")})
+        payload["initial"] = initial
+        task = Task(env=self.name, query=candidate.query, origin="synthetic", payload=payload, reference_actions=list(candidate.reference_actions))
+        expected, answer = self._execute_reference(task)
+        refs = list(candidate.reference_actions)
+        if answer is not None and refs and parse_tool_calls(refs[-1]):
+            refs.append(self.answer_template.format(answer=answer))
+        return task.model_copy(update={"payload": {**payload, "expected": expected, "answer": answer}, "reference_actions": refs})
