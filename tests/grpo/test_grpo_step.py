@@ -216,3 +216,31 @@ def test_warm_start_masks_only_the_reference_actions(tmp_path, tiny_dir):
     assert pol.decode(ids) + "\n" == pol.render(msgs, [t.as_openai() for t in env.tools()], add_generation_prompt=False)
     m = alg.warm_start([task])
     assert m["warm_start_steps"] == 3 and m["warm_start_examples"] == 1
+
+
+def test_mismatch_metric_compares_pre_update_logprobs_in_both_modes(tmp_path, tiny_dir):
+    """The rollout/training log-prob mismatch measures how far the trainer's log-probabilities
+    of the sampled tokens are from those recorded at sampling time, before any update. With
+    ``old_logprobs: recompute`` and several mini-batches it must not be measured against
+    weights that earlier mini-batches of the same step already moved."""
+    results = {}
+    for mode in ("recorded", "recompute"):
+        ctx = make_context(tmp_path / mode)
+        pol = tiny_policy(ctx, tiny_dir)
+        alg = GRPO(GRPOOptions(lr=2e-2, beta=0.0, mini_batches=4, micro_batch_size=3, old_logprobs=mode, cpu=True), ctx)
+        groups = _random_groups(len(pol.tokenizer), seed=11, n_groups=8)
+        with torch.no_grad():  # fresh data: recorded by the very weights that train on it
+            for grp in groups:
+                for t in grp.trajectories:
+                    lsm = _token_logprobs(pol.model, t.token_ids)
+                    t.logprobs = [0.0] + [float(lsm[i - 1, t.token_ids[i]]) if t.loss_mask[i] else 0.0 for i in range(1, len(t.token_ids))]
+        results[mode] = alg.step(groups)
+        # the step really moved the policy away from the recorded log-probabilities
+        with torch.no_grad():
+            t = groups[0].trajectories[0]
+            lsm = _token_logprobs(pol.model, t.token_ids)
+            moved = max(abs(float(lsm[i - 1, t.token_ids[i]]) - t.logprobs[i]) for i in range(1, len(t.token_ids)) if t.loss_mask[i])
+        assert moved > 1e-3, (mode, moved)
+    for mode, m in results.items():
+        assert m["logprob_mismatch_mean"] < 1e-5, (mode, m["logprob_mismatch_mean"])
+        assert m["logprob_mismatch_max"] < 1e-4, (mode, m["logprob_mismatch_max"])

@@ -473,6 +473,21 @@ class GRPO(Algorithm):
         if o.old_logprobs == "recompute":
             self._no_grad_logprobs(self.model, seqs, "cur")
 
+    @staticmethod
+    def _recomputed_mismatch(seqs: list[_Seq]) -> dict[str, float]:
+        """|recomputed pre-update logprob - recorded logprob| over the agent tokens of ``seqs``."""
+        import torch
+
+        total, worst, count = 0.0, 0.0, 0.0
+        for s in seqs:
+            m = torch.tensor(s.mask, dtype=torch.float32)
+            m[0] = 0.0  # the first token has no prediction
+            d = (s.cur.float() - torch.tensor(s.old, dtype=torch.float32)).abs() * m
+            total += float(d.sum())
+            worst = max(worst, float(d.max()) if d.numel() else 0.0)
+            count += float(m.sum())
+        return {"mismatch_abs_sum": total, "mismatch_max": worst, "mismatch_tokens": count}
+
     # ------------------------------------------------------------------ the step
     def step(self, groups: list[RolloutGroup]) -> dict[str, float]:
         o: GRPOOptions = self.options  # type: ignore[assignment]
@@ -486,11 +501,15 @@ class GRPO(Algorithm):
         # Same number of optimiser steps on every process: split the local groups into exactly
         # `mini_batches` parts (some may be empty).
         parts: list[list[list[_Seq]]] = [batches[i :: o.mini_batches] for i in range(o.mini_batches)]
-        totals: dict[str, float] = {}
+        # The rollout/training mismatch compares the trainer's log-probabilities *before* this
+        # step's first update with the recorded ones: in recompute mode those are the no-grad
+        # values just computed, for every sequence; in recorded mode the first mini-batch's
+        # forward (later mini-batches run on weights the earlier ones already moved).
+        totals: dict[str, float] = self._recomputed_mismatch(seqs) if o.old_logprobs == "recompute" else {}
         grad_norms: list[float] = []
         for epoch in range(o.epochs):
             for pi, part in enumerate(parts):
-                sums = self._backward_minibatch(part, record_mismatch=(epoch == 0 and (pi == 0 or o.old_logprobs == "recompute")))
+                sums = self._backward_minibatch(part, record_mismatch=(epoch == 0 and pi == 0 and o.old_logprobs == "recorded"))
                 if o.max_grad_norm is not None:
                     gn = acc.clip_grad_norm_(self.model.parameters(), o.max_grad_norm)
                     grad_norms.append(float(gn))
