@@ -143,7 +143,7 @@ class NaiveDetectors:
             for j, s in enumerate(group):
                 if solved_before and s < 0.5:
                     forgetting.append(r + j)
-            if any(s > 0.5 for s in group) and any(s < 0.5 for s in group):
+            if any(s >= 0.5 for s in group) and any(s < 0.5 for s in group):  # a success and a failure
                 boundary.extend(range(r, r + size))
             r += size
         r = 0
@@ -187,7 +187,8 @@ def run_pydantic(steps: list[StepData], detectors, limit: int) -> tuple[float, i
         r = 0
         for task, size in zip(d.task_ids, d.sizes.tolist()):
             trajs = [
-                Trajectory(id=f"traj-{step}-{r + j}", task_id=task, step=step, score=float(d.scores[r + j]), action_pattern=d.patterns[r + j])
+                Trajectory(id=f"traj-{step}-{r + j}", task_id=task, step=step, score=float(d.scores[r + j]),
+                           success=bool(d.scores[r + j] >= 0.5), action_pattern=d.patterns[r + j])
                 for j in range(size)
             ]
             groups.append(RolloutGroup(task=Task(id=task, env="synthetic", query=task), step=step, trajectories=trajs))
@@ -202,7 +203,7 @@ def run_pydantic(steps: list[StepData], detectors, limit: int) -> tuple[float, i
             n_signals += len(det.observe(groups, history, step))
         for g in groups:
             for t in g.trajectories:
-                history.record(g.task.id, step, t.score)
+                history.record(g.task.id, step, t.score, t.success)
     return time.perf_counter() - t0, n, n_signals
 
 

@@ -373,7 +373,7 @@ class CoEvolveLoop:
         # only now does this step enter the history: detectors compare with earlier steps
         for g in groups:
             for tr in g.trajectories:
-                self.history.record(g.task.id, step, tr.score)
+                self.history.record(g.task.id, step, tr.score, tr.success)
         self.registry.hook.on_signals_detected(loop=self, step=step, signals=signals)
         if signals:
             self.pending_signals.extend(signals)

@@ -24,32 +24,41 @@ class DetectorOptions(ComponentOptions):
 
 
 class CompetenceHistory:
-    """Per task, the most recent (step, score) pairs, oldest first.
+    """Per task, the most recent trajectory outcomes (step, score, success), oldest first.
 
-    The loop records a step's scores only *after* every detector has observed that step, so a
-    detector looking at the history sees earlier steps only. ``capacity`` bounds memory; the
-    forgetting window W must not exceed it.
+    ``success`` is the trajectory's own flag (``score >= env.success_threshold``), recorded as
+    the rollout set it, so a detector reading the history judges success exactly as the rest of
+    the SDK does. The loop records a step's outcomes only *after* every detector has observed
+    that step, so a detector looking at the history sees earlier steps only. ``capacity``
+    bounds memory; the forgetting window W must not exceed it.
     """
 
     def __init__(self, capacity: int = 64) -> None:
         self.capacity = capacity
-        self._scores: dict[str, deque[tuple[int, float]]] = {}
+        self._scores: dict[str, deque[tuple[int, float, bool]]] = {}
 
-    def record(self, task_id: str, step: int, score: float) -> None:
+    def record(self, task_id: str, step: int, score: float, success: bool) -> None:
+        """Remember one trajectory of ``task_id`` at ``step``: its score and its success flag."""
         q = self._scores.get(task_id)
         if q is None:
             q = self._scores[task_id] = deque(maxlen=self.capacity)
-        q.append((step, float(score)))
+        q.append((step, float(score), bool(success)))
 
     def recent(self, task_id: str, window: int) -> list[float]:
+        """The scores of the task's last ``window`` trajectories, oldest first."""
         q = self._scores.get(task_id)
         if not q:
             return []
         if window >= len(q):
-            return [s for _, s in q]
-        return [s for _, s in list(q)[-window:]]
+            return [e[1] for e in q]
+        return [e[1] for e in list(q)[-window:]]
 
     def entries(self, task_id: str) -> list[tuple[int, float]]:
+        """(step, score) of every remembered trajectory of the task, oldest first."""
+        return [(st, s) for st, s, _ in self._scores.get(task_id, ())]
+
+    def outcomes(self, task_id: str) -> list[tuple[int, float, bool]]:
+        """(step, score, success) of every remembered trajectory of the task, oldest first."""
         return list(self._scores.get(task_id, ()))
 
     def tasks(self) -> list[str]:
@@ -59,14 +68,26 @@ class CompetenceHistory:
         return len(self._scores)
 
     def state_dict(self) -> dict[str, Any]:
+        """``{"capacity": n, "scores": {task_id: [[step, score, success], ...]}}`` (JSON values)."""
         return {"capacity": self.capacity, "scores": {k: [list(e) for e in v] for k, v in self._scores.items()}}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore what ``state_dict`` wrote. Checkpoints written before the history kept success
+        flags hold [step, score] pairs; the detectors of that version counted a score >= 0.5 as a
+        success, so the flags are restored that way and a resumed run goes on as it would have."""
         self.capacity = int(state.get("capacity", self.capacity))
         self._scores = {
-            k: deque(((int(s), float(v)) for s, v in entries), maxlen=self.capacity)
+            k: deque((_outcome(e) for e in entries), maxlen=self.capacity)
             for k, entries in state.get("scores", {}).items()
         }
+
+
+def _outcome(entry: list[Any]) -> tuple[int, float, bool]:
+    if len(entry) == 2:  # a checkpoint written before success flags were kept
+        step, score = entry
+        return int(step), float(score), float(score) >= 0.5
+    step, score, success = entry
+    return int(step), float(score), bool(success)
 
 
 class SignalDetector(Component, ABC):

@@ -18,27 +18,34 @@ def tid(task: str, step: int, i: int) -> str:
     return f"{task}@{step}#{i}"
 
 
-def group(step: int, task: str, scores: Sequence[float], patterns: Sequence[str] | None = None, start: int = 0) -> RolloutGroup:
+#: ``AgentEnv.success_threshold``'s default: the rollout sets ``success = score >= threshold``
+THRESHOLD = 0.5
+
+
+def group(step: int, task: str, scores: Sequence[float], patterns: Sequence[str] | None = None, start: int = 0,
+          threshold: float = THRESHOLD) -> RolloutGroup:
+    """A group as the rollout builds it: each trajectory's ``success`` is ``score >= threshold``."""
     pats = list(patterns) if patterns is not None else [""] * len(scores)
     assert len(pats) == len(scores)
     return RolloutGroup(
         task=Task(id=task, env="test", query=f"query of {task}"),
         step=step,
         trajectories=[
-            Trajectory(id=tid(task, step, start + i), task_id=task, step=step, score=float(s), action_pattern=p)
+            Trajectory(id=tid(task, step, start + i), task_id=task, step=step, score=float(s), action_pattern=p,
+                       success=float(s) >= threshold)
             for i, (s, p) in enumerate(zip(scores, pats))
         ],
     )
 
 
-def groups_of(step: int, spec: StepSpec) -> list[RolloutGroup]:
+def groups_of(step: int, spec: StepSpec, threshold: float = THRESHOLD) -> list[RolloutGroup]:
     items = spec.items() if isinstance(spec, dict) else spec
     out: list[RolloutGroup] = []
     used: dict[str, int] = {}
     for task, v in items:
         scores, patterns = (v if isinstance(v, tuple) else (v, None))
         start = used.get(task, 0)
-        out.append(group(step, task, scores, patterns, start))
+        out.append(group(step, task, scores, patterns, start, threshold))
         used[task] = start + len(scores)
     return out
 
@@ -47,16 +54,17 @@ def record(history: CompetenceHistory, groups: list[RolloutGroup], step: int) ->
     """What the core loop does after every detector observed a step."""
     for g in groups:
         for t in g.trajectories:
-            history.record(g.task.id, step, t.score)
+            history.record(g.task.id, step, t.score, t.success)
 
 
-def walk(detector: SignalDetector, steps: Sequence[StepSpec], history: CompetenceHistory | None = None, first_step: int = 0) -> list[list[Signal]]:
-    """Feed steps to ``detector`` like the loop does; the signals of each step."""
+def walk(detector: SignalDetector, steps: Sequence[StepSpec], history: CompetenceHistory | None = None, first_step: int = 0,
+         threshold: float = THRESHOLD) -> list[list[Signal]]:
+    """Feed steps to ``detector`` like the loop does (success = score >= ``threshold``); the signals of each step."""
     history = history if history is not None else CompetenceHistory()
     out: list[list[Signal]] = []
     for i, spec in enumerate(steps):
         step = first_step + i
-        gs = groups_of(step, spec)
+        gs = groups_of(step, spec, threshold)
         out.append(detector.observe(gs, history, step))
         record(history, gs, step)
     return out

@@ -15,10 +15,11 @@ CASES = [
     ("all-failure", {"a": [0, 0, 0, 0]}, [], {}),
     ("mixed-marks-all-k", {"a": [1, 0, 1, 1]}, ["a@0#0", "a@0#1", "a@0#2", "a@0#3"], {"a": (3, 1)}),
     ("one-success-is-enough", {"a": [0, 0, 0.75]}, ["a@0#0", "a@0#1", "a@0#2"], {"a": (1, 2)}),
-    ("exactly-half-is-neither", {"a": [0.5, 0.5, 0.5]}, [], {}),
+    # success is the trajectory's flag, score >= the environment's threshold (0.5 by default)
+    ("exactly-half-is-a-success", {"a": [0.5, 0.5, 0.5]}, [], {}),
     ("half-and-success-is-not-mixed", {"a": [0.5, 1.0]}, [], {}),
-    ("half-and-failure-is-not-mixed", {"a": [0.5, 0.0]}, [], {}),
-    ("half-inside-a-mixed-group-is-marked-too", {"a": [0.5, 0.2, 0.8]}, ["a@0#0", "a@0#1", "a@0#2"], {"a": (1, 1)}),
+    ("half-and-failure-is-mixed", {"a": [0.5, 0.0]}, ["a@0#0", "a@0#1"], {"a": (1, 1)}),
+    ("just-below-half-is-a-failure", {"a": [0.49, 0.8]}, ["a@0#0", "a@0#1"], {"a": (1, 1)}),
     ("single-trajectory-group-is-never-mixed", {"a": [1], "b": [0]}, [], {}),
     (
         "only-mixed-groups-among-several",
@@ -40,6 +41,7 @@ def test_boundary_groups(case_id, step, expected, counts):
         assert (ev["successes"], ev["failures"]) == counts[s.task_id]
         assert ev["group_size"] == len(step[s.task_id])
         assert ev["group_scores"] == [float(x) for x in step[s.task_id]]
+        assert ev["group_successes"] == [float(x) >= 0.5 for x in step[s.task_id]]
         assert ev["group_trajectory_ids"] == [f"{s.task_id}@0#{i}" for i in range(len(step[s.task_id]))]
         assert ev["score"] == float(step[s.task_id][int(s.trajectory_id.split("#")[1])])
 
@@ -54,9 +56,24 @@ def test_boundary_has_no_memory_between_steps():
 def test_reason_sentence():
     [[first, _]] = walk(BoundaryDetector(), [{"a": [1, 0]}])
     assert first.reason == (
-        "The 2 trajectories of task 'a' at step 0 mix 1 success(es) (> 0.5) with 1 failure(s) (< 0.5): "
-        "the policy is at its decision boundary on this task; this trajectory scored 1.00."
+        "The 2 trajectories of task 'a' at step 0 mix 1 success(es) with 1 failure(s): "
+        "the policy is at its decision boundary on this task; this trajectory scored 1.00 (a success)."
     )
+
+
+def test_success_is_the_trajectorys_flag_not_a_fixed_score():
+    """An environment with success_threshold 0.8: 0.6 fails there, so [0.6, 0.9] is mixed, and
+    [0.3, 0.6] (two failures) is not, whatever 0.5 would say."""
+    det = BoundaryDetector()
+    [sigs] = walk(det, [{"a": [0.6, 0.9], "b": [0.3, 0.6]}], threshold=0.8)
+    assert [s.trajectory_id for s in sigs] == ["a@0#0", "a@0#1"]
+    assert sigs[0].evidence["group_successes"] == [False, True] and not sigs[0].evidence["success"]
+    # and a flag set by a grader (the judge's veto, say) counts even against the score
+    from tests.signals.signals_testkit import group
+
+    g = group(0, "c", [1.0, 1.0])
+    g.trajectories[1].success = False
+    assert [s.trajectory_id for s in det.observe([g], None, 0)] == ["c@0#0", "c@0#1"]  # type: ignore[arg-type]
 
 
 def test_options_and_state_are_strict():

@@ -47,6 +47,7 @@ def test_signals_land_in_the_store_and_state_in_the_checkpoint(tmp_path: Path, s
         kinds = {k for (k,) in con.execute("SELECT DISTINCT kind FROM signals")}
         rows = con.execute("SELECT kind, data FROM signals").fetchall()
         n_traj = con.execute("SELECT COUNT(*) FROM trajectories").fetchone()[0]
+        success = {i: bool(ok) for i, ok in con.execute("SELECT id, success FROM trajectories")}
     finally:
         con.close()
     assert kinds and kinds <= {"forgetting", "boundary", "rare"}
@@ -55,6 +56,13 @@ def test_signals_land_in_the_store_and_state_in_the_checkpoint(tmp_path: Path, s
         sig = json.loads(data)
         assert sig["kind"] == kind and sig["reason"] and sig["evidence"]
         assert sig["id"] == f"sig-{kind}-{sig['step']}-{sig['trajectory_id']}"
+        # the detectors judged success by the trajectories' own flags, as evaluation does
+        ev = sig["evidence"]
+        if kind == "boundary":
+            assert ev["group_successes"] == [success[t] for t in ev["group_trajectory_ids"]]
+            assert True in ev["group_successes"] and False in ev["group_successes"]
+        if kind == "forgetting":
+            assert success[sig["trajectory_id"]] is False and any(ev["window_successes"])
     shown = subprocess.run([*coevolve_cmd(), "signals", str(run)], capture_output=True, text=True, env=sub_env, timeout=60)
     assert shown.returncode == 0, shown.stderr
     for k in kinds:

@@ -24,11 +24,11 @@ import numpy as np
 from coevolve_sdk.signals import CompetenceHistory, SignalDetector
 from coevolve_sdk.types import RolloutGroup, Signal
 
-__all__ = ["StepBatch", "Marks", "BatchDetector", "SUCCESS_THRESHOLD", "signal_id"]
+__all__ = ["StepBatch", "Marks", "BatchDetector", "DEFAULT_SUCCESS_THRESHOLD", "signal_id"]
 
-#: The paper's success threshold on a normalised score: >= 0.5 counts as solved for forgetting,
-#: > 0.5 / < 0.5 as success / failure for boundary (a score of exactly 0.5 is neither).
-SUCCESS_THRESHOLD = 0.5
+#: ``AgentEnv.success_threshold``'s default. Used only to derive ``successes`` for a batch built
+#: from bare scores (benchmarks, tests); batches built from trajectories carry their own.
+DEFAULT_SUCCESS_THRESHOLD = 0.5
 
 
 class StepBatch:
@@ -37,9 +37,15 @@ class StepBatch:
     Records are laid out group after group: group ``g`` (task ``task_ids[g]``) owns the records
     ``offsets[g]:offsets[g + 1]``. ``patterns`` (one action pattern per record) is needed by the
     rare detector only; ``trajectory_ids`` only to turn marks into ``Signal`` records.
+
+    ``successes`` says which records succeeded, in the one sense the SDK uses everywhere: the
+    trajectory's ``success`` flag, set by the rollout as ``score >= env.success_threshold``
+    (evaluation and validation read the same flag). The forgetting and boundary detectors read
+    it instead of comparing scores with a constant of their own. Without ``successes`` (a batch
+    built from bare scores) it is ``scores >= success_threshold``.
     """
 
-    __slots__ = ("step", "task_ids", "sizes", "offsets", "scores", "patterns", "trajectory_ids", "_group_of_record")
+    __slots__ = ("step", "task_ids", "sizes", "offsets", "scores", "successes", "patterns", "trajectory_ids", "_group_of_record")
 
     def __init__(
         self,
@@ -49,6 +55,8 @@ class StepBatch:
         scores: Sequence[float] | np.ndarray,
         patterns: Sequence[str] | None = None,
         trajectory_ids: Sequence[str] | None = None,
+        successes: Sequence[bool] | np.ndarray | None = None,
+        success_threshold: float = DEFAULT_SUCCESS_THRESHOLD,
     ) -> None:
         self.step = int(step)
         self.task_ids = list(task_ids)
@@ -75,6 +83,12 @@ class StepBatch:
             raise ValueError(f"StepBatch: {len(patterns)} action patterns for {n} records")
         if trajectory_ids is not None and len(trajectory_ids) != n:
             raise ValueError(f"StepBatch: {len(trajectory_ids)} trajectory ids for {n} records")
+        if successes is None:
+            self.successes = self.scores >= success_threshold
+        else:
+            self.successes = np.asarray(successes, dtype=bool)
+            if self.successes.shape != (n,):
+                raise ValueError(f"StepBatch: successes has shape {self.successes.shape}; give one flag per record ({n})")
         self._group_of_record: np.ndarray | None = None
 
     @classmethod
@@ -85,6 +99,7 @@ class StepBatch:
         scores: list[float] = []
         patterns: list[str] = []
         traj_ids: list[str] = []
+        successes: list[bool] = []
         for g in groups:
             if not g.trajectories:
                 continue
@@ -94,7 +109,8 @@ class StepBatch:
                 scores.append(t.score)
                 patterns.append(t.action_pattern)
                 traj_ids.append(t.id)
-        return cls(step, task_ids, sizes, scores, patterns, traj_ids)
+                successes.append(t.success)
+        return cls(step, task_ids, sizes, scores, patterns, traj_ids, successes)
 
     def __len__(self) -> int:
         return int(self.scores.shape[0])

@@ -1,9 +1,11 @@
 """Boundary signal: a task's group mixes success and failure.
 
-Rule (paper Section 3.1): a task's group of K trajectories in one step holds a score > 0.5 and a
-score < 0.5; then all K trajectories are marked. A score of exactly 0.5 is neither a success nor a
-failure. With binary rewards these are exactly the groups in which GRPO's advantages are not all
-zero, i.e. where the policy is still undecided.
+Rule (paper Section 3.1): a task's group of K trajectories in one step holds a success and a
+failure; then all K trajectories are marked. Success is the trajectory's ``success`` flag, the
+SDK's one definition (``score >= env.success_threshold``, 0.5 unless the environment says
+otherwise), so the detector agrees with evaluation and validation on what solved means. With
+binary rewards these are exactly the groups in which GRPO's advantages are not all zero, i.e.
+where the policy is still undecided.
 
 One ``Signal`` is emitted per marked trajectory (K per mixed group), not one per group: each
 signal is then "one marked trajectory" for every detector in this package, the store's per-kind
@@ -23,7 +25,7 @@ from pydantic import BaseModel, ConfigDict
 from coevolve_sdk.signals import CompetenceHistory
 from coevolve_sdk.types import Signal
 
-from .batch import SUCCESS_THRESHOLD, BatchDetector, Marks, StepBatch, signal_id
+from .batch import BatchDetector, Marks, StepBatch, signal_id
 
 __all__ = ["BoundaryDetector", "BoundaryOptions"]
 
@@ -35,7 +37,7 @@ class BoundaryOptions(BaseModel):
 
 
 class BoundaryDetector(BatchDetector):
-    """Marks all trajectories of every group that holds both a score > 0.5 and a score < 0.5.
+    """Marks all trajectories of every group that holds both a success and a failure.
 
     Stateless: it looks at one step's groups only, so its checkpoint state is empty.
     """
@@ -49,9 +51,8 @@ class BoundaryDetector(BatchDetector):
         if batch.n_groups == 0:
             return Marks(self.kind, batch.step, np.zeros(0, dtype=np.int64), {"mixed": np.zeros(0, dtype=bool)})
         starts = batch.offsets[:-1]
-        mixed = (np.maximum.reduceat(batch.scores, starts) > SUCCESS_THRESHOLD) & (
-            np.minimum.reduceat(batch.scores, starts) < SUCCESS_THRESHOLD
-        )
+        ok = batch.successes
+        mixed = np.logical_or.reduceat(ok, starts) & ~np.logical_and.reduceat(ok, starts)
         if mixed.any():
             records = np.flatnonzero(np.repeat(mixed, batch.sizes))
         else:
@@ -63,18 +64,18 @@ class BoundaryDetector(BatchDetector):
         if not len(marks):
             return out
         group_of = batch.group_of_record
-        per_group: dict[int, tuple[list[float], list[str], int, int]] = {}
+        per_group: dict[int, tuple[list[float], list[bool], list[str], int, int]] = {}
         for r in marks.records.tolist():
             g = int(group_of[r])
             info = per_group.get(g)
             if info is None:
                 lo, hi = int(batch.offsets[g]), int(batch.offsets[g + 1])
                 scores = batch.scores[lo:hi].tolist()
+                oks = batch.successes[lo:hi].tolist()
                 ids = [batch.trajectory_id(i) for i in range(lo, hi)]
-                wins = sum(1 for s in scores if s > SUCCESS_THRESHOLD)
-                losses = sum(1 for s in scores if s < SUCCESS_THRESHOLD)
-                info = per_group[g] = (scores, ids, wins, losses)
-            scores, ids, wins, losses = info
+                wins = sum(oks)
+                info = per_group[g] = (scores, oks, ids, wins, len(scores) - wins)
+            scores, oks, ids, wins, losses = info
             task, tid = batch.task_ids[g], batch.trajectory_id(r)
             score = float(batch.scores[r])
             out.append(
@@ -86,16 +87,18 @@ class BoundaryDetector(BatchDetector):
                     step=batch.step,
                     reason=(
                         f"The {len(scores)} trajectories of task '{task}' at step {batch.step} mix {wins} "
-                        f"success(es) (> 0.5) with {losses} failure(s) (< 0.5): the policy is at its "
-                        f"decision boundary on this task; this trajectory scored {score:.2f}."
+                        f"success(es) with {losses} failure(s): the policy is at its decision boundary on "
+                        f"this task; this trajectory scored {score:.2f} "
+                        f"({'a success' if batch.successes[r] else 'a failure'})."
                     ),
                     evidence={
                         "score": score,
-                        "threshold": SUCCESS_THRESHOLD,
+                        "success": bool(batch.successes[r]),
                         "group_size": len(scores),
                         "successes": wins,
                         "failures": losses,
                         "group_scores": scores,
+                        "group_successes": oks,
                         "group_trajectory_ids": ids,
                     },
                     trajectory_ids=[tid],
