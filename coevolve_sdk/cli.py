@@ -302,6 +302,86 @@ def eval_cmd(
     console.print_json(json.dumps(res))
 
 
+class _ExperimentGroup(typer.core.TyperGroup):
+    """`coevolve experiment FILE ...` is short for `coevolve experiment run FILE ...`."""
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        if args and args[0] not in self.commands and args[0] not in ("--help", "-h"):
+            args = ["run", *args]
+        return super().parse_args(ctx, args)
+
+
+experiment_app = typer.Typer(
+    cls=_ExperimentGroup, no_args_is_help=True,
+    help="Compare arms (presets and overrides of one base config) over seeds: `coevolve experiment EXPERIMENT.yaml --jobs 2`.",
+)
+app.add_typer(experiment_app, name="experiment")
+
+
+def _print_experiment(summary: dict[str, Any], out: Path) -> None:
+    info = summary["_experiment"]
+    t = Table(title=f"{info['metric']['key']} on '{info['split']}' (95% CI, Student t over seeds)")
+    for col in ("arm", "n", "mean", "95% CI", f"paired diff vs {info['baseline']}" if info["baseline"] else ""):
+        if col:
+            t.add_column(col)
+    for name, a in summary.items():
+        if name == "_experiment":
+            continue
+        ci = "–" if not a["ci95"] else f"[{a['ci95'][0]:.3f}, {a['ci95'][1]:.3f}]"
+        row = [name, str(a["n"]), "–" if a["mean"] is None else f"{a['mean']:.3f}", ci]
+        if info["baseline"]:
+            p = a.get("paired_vs_baseline")
+            row.append("baseline" if p is None else "–" if p["mean"] is None else
+                       f"{p['mean']:+.3f}" + ("" if not p["ci95"] else f" [{p['ci95'][0]:+.3f}, {p['ci95'][1]:+.3f}]"))
+        t.add_row(*row)
+    console.print(t)
+    console.print(f"wrote {out / 'summary.json'}, summary.csv, summary.md and experiment.html", markup=False)
+
+
+@experiment_app.command("run")
+def experiment_run(
+    experiment: Path = typer.Argument(..., help="Experiment file (YAML): base config, arms, seeds, metric, baseline."),
+    jobs: int = typer.Option(1, "--jobs", "-j", min=1, help="Runs at a time, each in its own process with cores // jobs torch threads."),
+    out_dir: Optional[Path] = typer.Option(None, "--dir", help="Experiment folder (default: the file's `dir`, else runs/experiments/<name>)."),
+) -> None:
+    """Run every arm × seed that is not finished yet (resuming stopped runs), then summarise."""
+    from .experiment.runner import run_experiment
+    from .experiment.summary import summarize
+    from .experiment.spec import load_experiment
+
+    try:
+        exp = load_experiment(experiment, out_dir)
+        teacher = exp.checks["teacher_budget"]
+        if teacher["equal"] is False or (teacher["equal"] and not teacher.get("budget_set")):
+            err_console.print(f"note: teacher budget: {teacher['note']}", markup=False)
+        again = f"coevolve experiment {experiment} --jobs {jobs} --dir {exp.out}"
+        result = run_experiment(exp, jobs, console, again)
+        summary = summarize(exp.out)
+    except CoEvolveError as e:
+        _fail(e)
+        return
+    _print_experiment(summary, exp.out)
+    for label, why in result.failed:
+        err_console.print(f"run {label} failed: {why}", markup=False)
+    if result.failed or result.stopped:
+        err_console.print(f"{len(result.failed)} run(s) failed and {len(result.stopped)} stopped; the summary leaves them out. "
+                          f"Rerun to retry them: {again}", markup=False)
+    raise typer.Exit(result.exit_code)
+
+
+@experiment_app.command("summarize")
+def experiment_summarize(out_dir: Path = typer.Argument(..., help="An experiment folder (where `coevolve experiment` ran).")) -> None:
+    """Aggregate an experiment folder again without running anything (also while it runs)."""
+    from .experiment.summary import summarize
+
+    try:
+        summary = summarize(out_dir)
+    except CoEvolveError as e:
+        _fail(e)
+        return
+    _print_experiment(summary, out_dir)
+
+
 def main() -> None:
     from .registry import get_registry
 

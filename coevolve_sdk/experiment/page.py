@@ -1,0 +1,78 @@
+"""``experiment.html``: the summary's tables and plots on one page, like a run's report.html."""
+
+from __future__ import annotations
+
+import html
+from pathlib import Path
+from typing import Any
+
+from .plots import make_plots
+
+__all__ = ["write_page"]
+
+
+def _num(x: Any) -> str:
+    return "–" if x is None else f"{x:.3f}"
+
+
+def _ci(ci: Any) -> str:
+    return "–" if not ci else f"[{ci[0]:.3f}, {ci[1]:.3f}]"
+
+
+def write_page(out: Path, summary: dict[str, Any], plan: dict[str, Any]) -> Path:
+    e = html.escape
+    try:
+        plots = make_plots(out, summary, plan)
+        plot_note = ""
+    except ImportError:
+        plots, plot_note = {}, "<p><em>Install matplotlib (pip install 'coevolve-sdk[report]') to see plots.</em></p>"
+    baseline = plan.get("baseline")
+    rows = []
+    for arm in plan["arms"]:
+        a = summary[arm["name"]]
+        p = a.get("paired_vs_baseline")
+        paired = "" if not baseline else ("<td>baseline</td><td></td>" if p is None else f"<td>{_num(p['mean'])} (n={p['n']})</td><td>{_ci(p['ci95'])}</td>")
+        rows.append(f"<tr><td>{e(arm['name'])}</td><td>{e(arm['preset'] or '–')}</td><td>{a['n']}</td><td>{_num(a['mean'])}</td>"
+                    f"<td>{_num(a['std'])}</td><td>{_ci(a['ci95'])}</td>{paired}"
+                    + "".join(f"<td>{_num(a['seeds'].get(str(s)))}</td>" for s in plan["seeds"]) + "</tr>")
+    head = ("<tr><th>arm</th><th>preset</th><th>n</th><th>mean</th><th>std</th><th>95% CI</th>"
+            + (f"<th>paired diff vs {e(baseline)}</th><th>95% CI of diff</th>" if baseline else "")
+            + "".join(f"<th>seed {s}</th>" for s in plan["seeds"]) + "</tr>")
+    arms = "".join(
+        f"<li><b>{e(arm['name'])}</b>" + (f" (preset <code>{e(arm['preset'])}</code>: {e(arm['differs'])})" if arm["preset"] else "")
+        + (f" — {e(arm['description'])}" if arm["description"] else "")
+        + "<ul>" + ("".join(f"<li><code>{e(k)}</code>: {e(str(v['base']))} → {e(str(v['arm']))}</li>" for k, v in arm["changes"].items())
+                    or "<li>the base config as it is</li>") + "</ul></li>"
+        for arm in plan["arms"]
+    )
+    checks = plan["checks"]
+    figs = "".join(f'<figure><img src="{e(src)}" alt="{e(title)}"><figcaption>{e(title)}</figcaption></figure>' for title, src in plots.items())
+    not_finished = [f"{r} ({st})" for r, st in summary["_experiment"]["runs"].items() if st != "finished"]
+    page = f"""<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>CoEvolve experiment: {e(Path(plan['source']).name)}</title>
+<style>
+body {{ font-family: system-ui, sans-serif; margin: 2em; color: #222; }}
+figure {{ display: inline-block; margin: 0.5em; }} img {{ max-width: 900px; border: 1px solid #ddd; }}
+table {{ border-collapse: collapse; margin: 1em 0; font-size: 0.9em; }} td, th {{ border: 1px solid #ccc; padding: 4px 8px; text-align: left; }}
+th {{ background: #f3f3f3; }}
+</style></head><body>
+<h1>CoEvolve experiment: {e(Path(plan['source']).name)}</h1>
+<p>{e(plan.get('description') or '')}</p>
+<p>Metric <b>{e(plan['metric']['key'])}</b> on the held-out split <b>{e(plan['split'])}</b> from each run's final evaluation;
+seeds {e(', '.join(map(str, plan['seeds'])))}; 95% intervals by Student's t over seeds.
+{f"{len(not_finished)} run(s) not finished and left out: {e(', '.join(not_finished))}." if not_finished else "Every run finished."}</p>
+<h2>Result</h2>
+<table id="arms">{head}{''.join(rows)}</table>
+<h2>Fairness checks</h2>
+<ul><li>Training compute: {e(checks['compute']['note'])}.</li><li>Teacher budget: {e(checks['teacher_budget']['note'])}.</li>
+<li>Environment: {e(checks['environment']['note'])}.</li></ul>
+<h2>Plots</h2>{plot_note}{figs}
+<h2>How the arms differ from the base config</h2><ul>{arms}</ul>
+<p>Each run is an ordinary run folder: <code>coevolve report {e(str(out))}/runs/ARM/seed-SEED</code>, <code>coevolve signals ...</code>,
+<code>coevolve pool list ...</code>. Numbers: <code>summary.json</code>, <code>summary.csv</code>, <code>summary.md</code>.</p>
+</body></html>"""
+    path = out / "experiment.html"
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(page)
+    tmp.replace(path)
+    return path

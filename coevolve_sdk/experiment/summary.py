@@ -1,0 +1,242 @@
+"""Aggregating an experiment's run folders into ``summary.json``, ``summary.csv``, ``summary.md``.
+
+Everything is read again from the run folders (read-only) and ``OUT/experiment.json``, so a
+summary can be made at any time, also while the experiment runs; only finished runs count.
+Besides the metric it gathers what explains a difference between arms: held-out success over
+training, the signals the teacher was handed per round, the tasks it admitted and what the
+pool became.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+from ..errors import CoEvolveError
+from .runs import RunData, read_run
+from .stats import describe, paired_difference
+
+__all__ = ["summarize", "EXPERIMENT_KEY", "load_plan"]
+
+EXPERIMENT_KEY = "_experiment"  # arm names start with a letter or digit, so this cannot clash
+
+
+def load_plan(out: Path) -> dict[str, Any]:
+    path = out / "experiment.json"
+    if not path.exists():
+        raise CoEvolveError(f"{out} is not an experiment folder (no experiment.json). Pass the folder `coevolve experiment` ran in (its --dir).")
+    return dict(json.loads(path.read_text()))
+
+
+def _metric(data: RunData, phase: str, split: str, key: str) -> float | None:
+    rows = [e for e in data.evals if e["phase"] == phase and e["split"] == split and isinstance(e.get(key), (int, float))]
+    if data.status != "finished" or not rows:
+        return None
+    value = float(max(rows, key=lambda e: e["step"])[key])
+    return value if math.isfinite(value) else None
+
+
+def _curve(runs: dict[str, RunData], split: str, key: str) -> dict[str, list[Any]]:
+    """The metric on the held-out split at every evaluated step, mean and spread over seeds."""
+    by_step: dict[int, list[float]] = defaultdict(list)
+    for data in runs.values():
+        points: dict[int, float] = {}
+        for e in data.evals:  # in the order written: a later row for a step replaces an earlier one
+            if e["split"] == split and e["phase"] in ("before", "during", "after") and isinstance(e.get(key), (int, float)):
+                points[int(e["step"])] = float(e[key])
+        for s, v in points.items():
+            by_step[s].append(v)
+    steps = sorted(by_step)
+    stats = [describe(by_step[s]) for s in steps]
+    return {"steps": steps, "mean": [d["mean"] for d in stats], "std": [d["std"] for d in stats], "n": [d["n"] for d in stats]}
+
+
+def _mean(values: list[float]) -> float:
+    return math.fsum(values) / len(values) if values else 0.0
+
+
+def _evolution(runs: dict[str, RunData], steps: int) -> dict[str, Any]:
+    """Signals, teacher output and pool composition, averaged over the arm's finished seeds."""
+    n = len(runs)
+    if n == 0:
+        return {}
+    per_round: dict[int, dict[str, Any]] = defaultdict(lambda: {"step": [], "signals": defaultdict(float), "admitted": [], "proposed": []})
+    detected: dict[str, float] = defaultdict(float)
+    pool: dict[str, list[float]] = {}
+    for data in runs.values():
+        for rd in data.rounds:
+            r = per_round[rd["round"]]
+            r["step"].append(rd["step"])
+            for kind, count in rd["by_kind"].items():
+                r["signals"][kind] += count / n
+            r["admitted"].append(rd["accepted"])
+            r["proposed"].append(rd["candidates"])
+        for _, kind, count in data.signal_counts:
+            detected[kind] += count / n
+        origins = {o for _, o, _ in data.pool_growth}
+        for origin in origins:
+            series = pool.setdefault(origin, [0.0] * (steps + 1))
+            for s, o, count in data.pool_growth:
+                if o == origin:
+                    for x in range(min(max(s, 0), steps), steps + 1):
+                        series[x] += count / n
+    rounds = {
+        str(r): {"step": min(v["step"]), "signals": dict(v["signals"]), "admitted": _mean(v["admitted"]), "proposed": _mean(v["proposed"]),
+                 "seeds": len(v["admitted"])}
+        for r, v in sorted(per_round.items())
+    }
+    admitted = [a for v in per_round.values() for a in v["admitted"]]
+    return {
+        "rounds": rounds,
+        "signals_detected": dict(detected),
+        "admitted_per_round": _mean(admitted) if admitted else None,
+        "pool": {"steps": list(range(steps + 1)), "by_origin": pool},
+        "final_pool": {o: v[-1] for o, v in pool.items()},
+    }
+
+
+def aggregate(out: Path, plan: dict[str, Any]) -> dict[str, Any]:
+    key, split, baseline = plan["metric"]["key"], plan["split"], plan.get("baseline")
+    seeds = [str(s) for s in plan["seeds"]]
+    summary: dict[str, Any] = {}
+    statuses: dict[str, str] = {}
+    for arm in plan["arms"]:
+        name = arm["name"]
+        runs: dict[str, RunData] = {}
+        values: dict[str, float] = {}
+        for s in seeds:
+            data = read_run(out / "runs" / name / f"seed-{s}")
+            statuses[f"{name}/seed-{s}"] = data.status or "not started"
+            if data.status == "finished":
+                runs[s] = data
+            v = _metric(data, arm["metric_phase"], split, key)
+            if v is not None:
+                values[s] = v
+        summary[name] = {
+            "seeds": values,
+            **describe(list(values.values())),
+            "missing": [s for s in seeds if s not in values],
+            "preset": arm["preset"], "description": arm["description"], "metric_phase": arm["metric_phase"],
+            "curve": _curve(runs, split, key),
+            "evolution": _evolution(runs, int(arm["steps"])),
+        }
+    if baseline is not None:
+        for arm in plan["arms"]:
+            if arm["name"] != baseline:
+                summary[arm["name"]]["paired_vs_baseline"] = {"baseline": baseline, **paired_difference(summary[arm["name"]]["seeds"], summary[baseline]["seeds"])}
+    summary[EXPERIMENT_KEY] = {
+        "metric": plan["metric"], "split": split, "baseline": baseline, "seeds": plan["seeds"], "source": plan["source"],
+        "description": plan.get("description", ""), "checks": plan["checks"], "runs": statuses,
+    }
+    return summary
+
+
+def _f(x: Any, digits: int = 3) -> str:
+    return "–" if x is None else f"{x:.{digits}f}"
+
+
+def _ci(ci: list[float] | None) -> str:
+    return "–" if not ci else f"[{ci[0]:.3f}, {ci[1]:.3f}]"
+
+
+def _csv(summary: dict[str, Any], plan: dict[str, Any]) -> str:
+    seeds = [str(s) for s in plan["seeds"]]
+    buf = io.StringIO()
+    w = csv.writer(buf)
+    w.writerow(["arm", "preset", "phase", "n", "mean", "std", "ci95_lo", "ci95_hi", "baseline", "diff_mean", "diff_ci95_lo", "diff_ci95_hi", "n_paired",
+                *[f"seed_{s}" for s in seeds]])
+    for arm in plan["arms"]:
+        a = summary[arm["name"]]
+        p = a.get("paired_vs_baseline") or {}
+        ci, pci = a["ci95"] or [None, None], p.get("ci95") or [None, None]
+        w.writerow([arm["name"], arm["preset"] or "", a["metric_phase"], a["n"], a["mean"], a["std"], ci[0], ci[1], p.get("baseline", ""),
+                    p.get("mean"), pci[0], pci[1], p.get("n", ""), *[a["seeds"].get(s, "") for s in seeds]])
+    return buf.getvalue()
+
+
+def _markdown(summary: dict[str, Any], plan: dict[str, Any]) -> str:
+    info = summary[EXPERIMENT_KEY]
+    baseline = plan.get("baseline")
+    lines = [f"# Experiment {Path(plan['source']).name}", ""]
+    if plan.get("description"):
+        lines += [plan["description"].strip(), ""]
+    lines += [
+        f"Metric: `{plan['metric']['key']}` on the held-out split `{plan['split']}`, from each run's final evaluation "
+        f"('after'; 'before' for an arm that does not train). Seeds: {', '.join(map(str, plan['seeds']))}. "
+        f"Intervals: 95%, Student t over seeds.", "",
+        "| arm | preset | n | mean | std | 95% CI | " + (f"paired diff vs {baseline} | 95% CI of diff |" if baseline else ""),
+        "|---|---|---|---|---|---|" + ("---|---|" if baseline else ""),
+    ]
+    for arm in plan["arms"]:
+        a = summary[arm["name"]]
+        row = f"| {arm['name']} | {arm['preset'] or '–'} | {a['n']} | {_f(a['mean'])} | {_f(a['std'])} | {_ci(a['ci95'])} |"
+        if baseline:
+            p = a.get("paired_vs_baseline")
+            row += " (baseline) | |" if p is None else f" {_f(p['mean'], 3)} (n={p['n']}) | {_ci(p['ci95'])} |"
+        lines.append(row)
+    notes = [f"`{n}`: {summary[n]['note']}" for n in (a["name"] for a in plan["arms"]) if summary[n]["note"]]
+    if notes:
+        lines += ["", "Notes: " + "; ".join(notes) + "."]
+    lines += ["", "## Per seed", "", "| arm | " + " | ".join(f"seed {s}" for s in plan["seeds"]) + " |", "|---|" + "---|" * len(plan["seeds"])]
+    for arm in plan["arms"]:
+        vals = summary[arm["name"]]["seeds"]
+        lines.append(f"| {arm['name']} | " + " | ".join(_f(vals.get(str(s))) for s in plan["seeds"]) + " |")
+    checks = plan["checks"]
+    lines += ["", "## Fairness checks", "",
+              f"- Training compute (steps × tasks per step × group size): {checks['compute']['note']}.",
+              f"- Teacher budget (random exploration vs signal-guided): {checks['teacher_budget']['note']}.",
+              f"- Environment: {checks['environment']['note']}.",
+              "", "## How the arms differ from the base config", ""]
+    for arm in plan["arms"]:
+        lines.append(f"- **{arm['name']}**" + (f" (preset `{arm['preset']}`: {arm['differs']})" if arm["preset"] else "")
+                     + (f" — {arm['description'].strip()}" if arm["description"] else ""))
+        for k, v in arm["changes"].items():
+            lines.append(f"    - `{k}`: {json.dumps(v['base'])} → {json.dumps(v['arm'])}")
+        if not arm["changes"]:
+            lines.append("    - nothing: the base config as it is")
+    lines += ["", "## What evolution did (means over finished seeds)", "",
+              "| arm | rounds | signals handed to the teacher per round, by kind | admitted per round | signals detected per run, by kind | final pool |",
+              "|---|---|---|---|---|---|"]
+    for arm in plan["arms"]:
+        ev = summary[arm["name"]]["evolution"]
+        if not ev:
+            lines.append(f"| {arm['name']} | – | – | – | – | – |")
+            continue
+        rounds = ev["rounds"]
+        kinds: dict[str, float] = defaultdict(float)
+        for r in rounds.values():
+            for k, v in r["signals"].items():
+                kinds[k] += v / len(rounds)
+        lines.append(f"| {arm['name']} | {len(rounds)} | {', '.join(f'{k} {v:.1f}' for k, v in sorted(kinds.items())) or '–'} | "
+                     f"{_f(ev['admitted_per_round'], 1)} | {', '.join(f'{k} {v:.1f}' for k, v in sorted(ev['signals_detected'].items())) or '–'} | "
+                     f"{', '.join(f'{o} {v:.1f}' for o, v in sorted(ev['final_pool'].items()))} |")
+    missing = [f"{r} ({st})" for r, st in info["runs"].items() if st != "finished"]
+    if missing:
+        lines += ["", f"## Runs not finished ({len(missing)})", "", ", ".join(missing) + ". They are left out of every number above."]
+    lines += ["", "Plots and tables: `experiment.html`. Each run: `coevolve report`, `coevolve signals`, `coevolve pool list` on its "
+              "folder under `runs/<arm>/seed-<seed>/`."]
+    return "\n".join(lines) + "\n"
+
+
+def _write(path: Path, text: str) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text)
+    tmp.replace(path)
+
+
+def summarize(out: Path) -> dict[str, Any]:
+    """Write summary.json/csv/md, the plots and experiment.html for the experiment in ``out``."""
+    plan = load_plan(out)
+    summary = aggregate(out, plan)
+    _write(out / "summary.json", json.dumps(summary, indent=2, allow_nan=False))
+    _write(out / "summary.csv", _csv(summary, plan))
+    _write(out / "summary.md", _markdown(summary, plan))
+    from .page import write_page
+
+    write_page(out, summary, plan)
+    return summary
