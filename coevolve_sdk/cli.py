@@ -23,6 +23,10 @@ pool_app = typer.Typer(help="Inspect a run's task pool.", no_args_is_help=True)
 config_app = typer.Typer(help="Run configuration helpers.", no_args_is_help=True)
 app.add_typer(pool_app, name="pool")
 app.add_typer(config_app, name="config")
+from .cli_authoring import check_app, new_app  # noqa: E402  (the plugin authors' commands)
+
+app.add_typer(new_app, name="new")
+app.add_typer(check_app, name="check")
 
 console = Console(soft_wrap=True, highlight=False)
 err_console = Console(stderr=True, soft_wrap=True, highlight=False)

@@ -566,8 +566,10 @@ class ToolEnv(AgentEnv):
             return f"call {c.name}"
         return f"call {c.name} with " + ", ".join(f"{k}={json.dumps(v, ensure_ascii=False)}" for k, v in c.arguments.items())
 
-    def request(self, calls: list[ToolCall]) -> str:
-        """A request asking for ``calls`` in order: their phrases joined with ", then "."""
+    def request(self, calls: list[ToolCall] | list[str]) -> str:
+        """A request asking for ``calls`` (ToolCall records or action texts) in order: their
+        phrases joined with ", then "."""
+        calls = [c for x in calls for c in ([x] if isinstance(x, ToolCall) else parse_tool_calls(x))]
         if not calls:
             return "Do nothing."
         text = ", then ".join(self.phrase(c) for c in calls)
@@ -615,15 +617,19 @@ class ToolEnv(AgentEnv):
                                  "a message without a tool call (or an ends_episode tool) must come last")
         return as_json(env.snapshot()), answer
 
-    def build_task(self, query: str, actions: list[str], *, initial: Any = None, close: bool = True, **fields: Any) -> Task:
+    def build_task(self, query: str | None, actions: list[str], *, initial: Any = None, close: bool = True, **fields: Any) -> Task:
         """A task whose grade is known by execution: run ``actions`` on the state built from
         ``initial`` and store the expected final state and answer in the payload.
+
+        ``query`` None phrases the request from the actions (:meth:`request`).
 
         With ``close`` the reference actions end with a final message: ``answer_template`` when
         the last call answers (a tool declared ``answers=True``), ``done_message`` otherwise.
         ``fields`` go to ``Task`` (``id``, ``split``, ``origin``, extra ``payload`` keys...).
         Raises ValueError when an action is malformed or fails."""
         payload = {**dict(fields.pop("payload", {}) or {}), "initial": initial}
+        if query is None:
+            query = self.request(actions)
         task = Task(env=self.name, query=query, payload=payload, reference_actions=list(actions), **fields)
         expected, answer = self._execute_reference(task)
         refs = list(actions)
