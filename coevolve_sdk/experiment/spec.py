@@ -31,6 +31,15 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+def _override_keys(v: dict[str, Any]) -> dict[str, Any]:
+    for key in v:
+        if key in RESERVED_KEYS:
+            raise ValueError(f"'{key}' is set by the experiment for every run (seeds: and the experiment folder); remove it here")
+        if not key or any(not part for part in key.split(".")):
+            raise ValueError(f"'{key}' is not a dotted config key (e.g. evolution.every)")
+    return v
+
+
 class MetricSpec(_Strict):
     """What is compared between arms: one number per run, read from its evaluation rows."""
 
@@ -56,13 +65,8 @@ class ArmSpec(_Strict):
 
     @field_validator("overrides")
     @classmethod
-    def _no_reserved(cls, v: dict[str, Any]) -> dict[str, Any]:
-        for key in v:
-            if key in RESERVED_KEYS:
-                raise ValueError(f"'{key}' is set by the experiment for every run (seeds: and the experiment folder); remove it here")
-            if not key or any(not part for part in key.split(".")):
-                raise ValueError(f"'{key}' is not a dotted config key (e.g. evolution.every)")
-        return v
+    def _keys(cls, v: dict[str, Any]) -> dict[str, Any]:
+        return _override_keys(v)
 
 
 class ExperimentSpec(_Strict):
@@ -70,12 +74,20 @@ class ExperimentSpec(_Strict):
     working directory, like a run config's ``run_dir``."""
 
     base: str = Field(description="The base run config, relative to this file.")
+    base_overrides: dict[str, Any] = Field(
+        default_factory=dict, description="Dotted overrides applied to the base config for every arm, before presets (e.g. eval.every)."
+    )
     dir: str | None = Field(None, description="Experiment folder (default: runs/experiments/<file name>); --dir overrides.")
     seeds: list[int] = Field(min_length=1, description="Each arm runs once per seed (the run config's `seed`).")
     arms: list[ArmSpec] = Field(min_length=1)
     baseline: str | None = Field(None, description="Arm that paired differences are taken against.")
     metric: MetricSpec = Field(default_factory=MetricSpec)
     description: str = ""
+
+    @field_validator("base_overrides")
+    @classmethod
+    def _keys(cls, v: dict[str, Any]) -> dict[str, Any]:
+        return _override_keys(v)
 
     @model_validator(mode="after")
     def _consistent(self) -> "ExperimentSpec":
@@ -297,6 +309,11 @@ def load_experiment(path: str | Path, out_dir: str | Path | None = None, check_c
         raise ConfigError(format_validation_error(str(source), e).replace("the configuration is not valid", "the experiment file is not valid")) from None
     base_path = (source.parent / spec.base).resolve()
     base_raw = _read_yaml(base_path, f"base run config (base: {spec.base} in {source}; paths are relative to the experiment file)")
+    for key, value in spec.base_overrides.items():
+        try:
+            set_dotted(base_raw, key, copy.deepcopy(value))
+        except ConfigError as e:
+            raise ConfigError(f"{source}: base_overrides: {e}") from None
     arms = [_resolve_arm(source, base_raw, i, a) for i, a in enumerate(spec.arms)]
     if check_components:
         from ..registry import get_registry

@@ -59,6 +59,20 @@ def test_arm_overrides_come_after_the_preset(tmp_path: Path) -> None:
     assert t.evolution.guidance == "random" and t.evolution.every == 2 and t.detectors[0].options == {"window": 3}
 
 
+def test_base_overrides_apply_to_every_arm_before_presets(tmp_path: Path) -> None:
+    doc = {"base_overrides": {"eval.every": 2, "detectors": [{"name": "forgetting"}, {"name": "rare"}]},
+           "arms": arms("static", "no-rare")}
+    exp = load_experiment(write(tmp_path, doc), tmp_path / "out")
+    assert all(a.template.eval.every == 2 for a in exp.arms)
+    assert [d.name for d in exp.arm("no-rare").template.detectors] == ["forgetting"]
+    # the overridden base is what the arms are described against
+    from coevolve_sdk.experiment.spec import plan_record
+
+    changes = {a["name"]: a["changes"] for a in plan_record(exp)["arms"]}
+    assert "eval.every" not in changes["static"] and changes["static"]["evolution.enabled"] == {"base": True, "arm": False}
+    assert "base_overrides: Value error, 'seed' is set by the experiment" in error(tmp_path, {"base_overrides": {"seed": 1}, "arms": arms("static")})
+
+
 def test_the_base_config_is_relative_to_the_experiment_file(tmp_path: Path) -> None:
     (tmp_path / "sub").mkdir()
     (tmp_path / "sub" / "base.yaml").write_text(BASE.read_text())
