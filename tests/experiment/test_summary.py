@@ -1,0 +1,110 @@
+"""The summary of an experiment, computed from real run stores with known contents: the metric
+each arm is judged by, the statistics, the paired differences, unfinished runs left out, and
+the curves, signals and pool composition that explain a difference."""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from pathlib import Path
+
+import pytest
+import yaml
+
+from coevolve_sdk.experiment.spec import load_experiment, plan_record
+from coevolve_sdk.experiment.summary import summarize
+from coevolve_sdk.store import RunStore
+from coevolve_sdk.types import Task
+from tests.conftest import REPO
+
+T2 = 4.302653  # t(0.975, 2)
+T1 = 12.706205  # t(0.975, 1)
+AFTER = {"zero-shot": [0.0, 0.125, 0.0], "static": [0.25, 0.5, 0.75], "coevolve": [0.5, 0.625, 0.9]}
+
+
+def no_nan(x: str) -> None:
+    raise AssertionError(f"summary.json holds {x}, which is not JSON")
+
+
+@pytest.fixture(scope="module")
+def summarized(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
+    """Stores of 3 arms x 3 seeds with known evaluations, rounds and tasks, summarised once."""
+    tmp_path = tmp_path_factory.mktemp("experiment")
+    doc = {"base": str(REPO / "examples" / "kvstore-tiny.yaml"), "seeds": [0, 1, 2], "baseline": "static",
+           "base_overrides": {"eval.every": 4}, "arms": [{"name": n, "preset": n} for n in AFTER]}
+    (tmp_path / "exp.yaml").write_text(yaml.safe_dump(doc))
+    exp = load_experiment(tmp_path / "exp.yaml", tmp_path / "out")
+    (exp.out / "experiment.json").parent.mkdir(parents=True)
+    (exp.out / "experiment.json").write_text(json.dumps(plan_record(exp)))
+    for arm, values in AFTER.items():
+        for seed, value in enumerate(values):
+            store = RunStore(exp.run_dir(arm, seed) / "run.sqlite")
+            store.add_tasks([Task(env="kvstore", query=f"seed task {i}") for i in range(2)], step=0)
+            if arm == "zero-shot":
+                store.record_eval(0, "before", "test", {"tasks": 16, "success_rate": value, "mean_score": value})
+            else:
+                store.record_eval(0, "before", "test", {"tasks": 16, "success_rate": 0.0, "mean_score": 0.0})
+                store.record_eval(4, "during", "test", {"tasks": 16, "success_rate": value / 2, "mean_score": value / 2})
+            if arm == "coevolve":
+                store.add_tasks([Task(env="kvstore", query=f"synthetic {seed} {i}", origin="synthetic") for i in range(3)], step=4)
+                store.record_round(1, 4, {"by_kind": {"boundary": 2, "rare": seed}, "accepted": 3, "candidates": 5})
+            if arm == "coevolve" and seed == 2:  # still training: no final row, not finished
+                store.set_meta("status", "running")
+            else:
+                if arm != "zero-shot":
+                    store.record_eval(8, "after", "test", {"tasks": 16, "success_rate": value, "mean_score": value})
+                store.set_meta("status", "finished")
+            store.close()
+    return exp.out, summarize(exp.out)
+
+
+def test_statistics_per_arm_and_paired(summarized: tuple[Path, dict]) -> None:
+    experiment, s = summarized
+    z, st, co = s["zero-shot"], s["static"], s["coevolve"]
+    # the zero-shot arm is judged on its only evaluation, the one before training
+    assert z["metric_phase"] == "before" and z["seeds"] == {"0": 0.0, "1": 0.125, "2": 0.0}
+    # static: 0.25, 0.5, 0.75 -> mean 0.5, std 0.25
+    assert st["seeds"] == {"0": 0.25, "1": 0.5, "2": 0.75} and st["mean"] == pytest.approx(0.5) and st["std"] == pytest.approx(0.25)
+    assert st["ci95"] == pytest.approx([0.5 - T2 * 0.25 / math.sqrt(3), 0.5 + T2 * 0.25 / math.sqrt(3)], abs=1e-5)
+    assert "paired_vs_baseline" not in st
+    # the unfinished coevolve run is left out, and said to be
+    assert co["seeds"] == {"0": 0.5, "1": 0.625} and co["missing"] == ["2"] and co["n"] == 2
+    p = co["paired_vs_baseline"]
+    # differences 0.25 and 0.125: mean 0.1875, std 0.125 / sqrt(2)
+    sd = 0.125 / math.sqrt(2)
+    assert p["baseline"] == "static" and p["seeds"] == pytest.approx({"0": 0.25, "1": 0.125}) and p["n"] == 2
+    assert p["ci95"] == pytest.approx([0.1875 - T1 * sd / math.sqrt(2), 0.1875 + T1 * sd / math.sqrt(2)], abs=1e-5)
+    assert s["_experiment"]["runs"]["coevolve/seed-2"] == "running"
+    assert s["_experiment"]["checks"]["compute"]["equal"]
+    json.loads((experiment / "summary.json").read_text(), parse_constant=no_nan)
+
+
+def test_curves_signals_and_pool(summarized: tuple[Path, dict]) -> None:
+    s = summarized[1]
+    c = s["static"]["curve"]
+    assert c["steps"] == [0, 4, 8] and c["n"] == [3, 3, 3]
+    assert c["mean"] == pytest.approx([0.0, 0.25, 0.5])
+    assert s["zero-shot"]["curve"]["steps"] == [0]
+    ev = s["coevolve"]["evolution"]  # over the two finished seeds
+    assert ev["rounds"]["1"]["signals"] == pytest.approx({"boundary": 2.0, "rare": 0.5})
+    assert ev["rounds"]["1"]["admitted"] == 3.0 and ev["rounds"]["1"]["proposed"] == 5.0 and ev["admitted_per_round"] == 3.0
+    pool = ev["pool"]
+    assert pool["steps"] == list(range(9))
+    assert pool["by_origin"]["seed"] == [2.0] * 9
+    assert pool["by_origin"]["synthetic"] == [0.0] * 4 + [3.0] * 5
+    assert ev["final_pool"] == {"seed": 2.0, "synthetic": 3.0}
+    assert s["static"]["evolution"]["rounds"] == {} and s["static"]["evolution"]["admitted_per_round"] is None
+
+
+def test_files_a_person_reads(summarized: tuple[Path, dict]) -> None:
+    experiment = summarized[0]
+    rows = list(csv.DictReader((experiment / "summary.csv").open()))
+    assert [r["arm"] for r in rows] == ["zero-shot", "static", "coevolve"]
+    assert rows[2]["seed_2"] == "" and float(rows[2]["diff_mean"]) == pytest.approx(0.1875) and rows[2]["n_paired"] == "2"
+    md = (experiment / "summary.md").read_text()
+    assert "| coevolve | coevolve | 2 | 0.562 |" in md and "0.188 (n=2)" in md
+    assert "coevolve/seed-2 (running)" in md and "`evolution.enabled`: true → false" in md
+    page = (experiment / "experiment.html").read_text()
+    for png in ("final.png", "curves.png", "pool.png", "evolution.png"):
+        assert f'src="plots/{png}"' in page and (experiment / "plots" / png).stat().st_size > 0
