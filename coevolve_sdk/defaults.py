@@ -11,16 +11,10 @@ from .hooks import hookimpl
 
 @hookimpl
 def register_teachers() -> list[type]:
+    # the LLM teacher is the plugin coevolve-litellm; the core keeps the offline one
     from .teacher import RandomExplorer
 
-    teachers: list[type] = [RandomExplorer]
-    try:
-        from .llm_teacher import LiteLLMTeacher
-    except ImportError:  # the module is optional until the llm extra lands
-        pass
-    else:
-        teachers.append(LiteLLMTeacher)
-    return teachers
+    return [RandomExplorer]
 
 
 @hookimpl

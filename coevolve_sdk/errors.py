@@ -30,7 +30,7 @@ class ResumeError(CoEvolveError):
 class BudgetExhausted(CoEvolveError):
     """The teacher's budget (calls, tokens or US dollars) is spent.
 
-    Raised by an LLM teacher (``coevolve_sdk.llm_teacher.LiteLLMTeacher``) *before* it would
+    Raised by an LLM teacher (``coevolve_litellm.LiteLLMTeacher``, say) *before* it would
     send a request that the budget no longer allows, from any of ``reflect``, ``explore``,
     ``abstract`` or ``judge``. It is the one teacher failure that is not swallowed: every other
     problem (rate limits, timeouts, malformed replies) is counted and yields empty results.
@@ -38,7 +38,8 @@ class BudgetExhausted(CoEvolveError):
     The evolution stage catches it to stop synthesis cleanly: candidates already proposed are
     still validated and admitted, no further signals are sent to the teacher, and training goes
     on. Once raised, the same teacher raises it again on every later call until its budget is
-    raised (``LiteLLMTeacher.reset_budget``), so catching it once per round is enough.
+    raised (``LiteLLMTeacher.reset_budget``), so catching it once per round is enough. It lives
+    in the core because the core's evolution stage catches it, whichever teacher raised it.
 
     Attributes: ``resource`` ("calls", "tokens" or "cost_usd"), ``limit`` and ``used``.
     """

@@ -2,7 +2,8 @@
 
 The three stages follow the paper (§3.2–3.3). ``RandomExplorer`` is the teacher that needs no
 LLM: it is the paper's "random exploration" arm and the offline default. The LLM teacher
-(``LiteLLMTeacher``, in ``coevolve_sdk.llm_teacher``) implements the same interface.
+(``LiteLLMTeacher``, in the plugin distribution ``coevolve-litellm``) implements the same
+interface.
 
 Teachers record what each call cost through ``record_usage``; the evolution stage opens a
 meter per signal (``usage_meter``) so cost is attributed to the signal and to the tasks it

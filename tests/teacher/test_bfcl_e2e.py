@@ -55,7 +55,7 @@ def bfcl_teacher(stage: str, messages: list[dict[str, Any]]) -> str:
 
 def test_signal_to_admitted_bfcl_task_graded_by_the_official_checker(scripted, tmp_path: Path) -> None:
     from coevolve_bfcl.env import BFCLMultiTurnEnv
-    from coevolve_sdk.llm_teacher import LiteLLMTeacher
+    from coevolve_litellm import LiteLLMTeacher
 
     def make_env() -> BFCLMultiTurnEnv:
         return BFCLMultiTurnEnv(tool_docs="compact")

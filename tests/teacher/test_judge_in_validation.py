@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 from coevolve_sdk.evolution import Evolver
-from coevolve_sdk.llm_teacher import LiteLLMTeacher, LiteLLMTeacherOptions
+from coevolve_litellm import LiteLLMTeacher, LiteLLMTeacherOptions
 from coevolve_sdk.store import RunStore
 from coevolve_sdk.validation import Validator
 
@@ -47,7 +47,7 @@ def test_judge_yes_or_abstaining_accepts(scripted, env, signalled, tmp_path: Pat
 
 
 def test_an_exhausted_budget_stops_the_round_cleanly(scripted, env, signalled, tmp_path: Path) -> None:
-    from coevolve_sdk.llm_teacher import TeacherBudget
+    from coevolve_litellm import TeacherBudget
 
     s = scripted(good_teacher)
     sig, traj = signalled

@@ -7,7 +7,7 @@ import json
 import pytest
 from .teacher_script import REFLECTION, SEED_ACTIONS, good_teacher
 
-from coevolve_sdk.llm_teacher import LiteLLMTeacher, LiteLLMTeacherOptions
+from coevolve_litellm import LiteLLMTeacher, LiteLLMTeacherOptions
 from coevolve_sdk.teacher import usage_meter
 from coevolve_sdk.types import TeacherUsage
 from coevolve_sdk.validation import Validator
@@ -123,22 +123,6 @@ def test_usage_with_litellm_prices_via_mock_response(env, seed_task, signalled):
     assert meter.calls == 1 and meter.prompt_tokens > 0 and meter.completion_tokens > 0
     assert meter.cost_usd > 0
     assert teacher.spent == TeacherUsage(calls=1, prompt_tokens=meter.prompt_tokens, completion_tokens=meter.completion_tokens, cost_usd=meter.cost_usd)
-
-
-def test_async_reflection(scripted, seed_task, signalled):
-    import asyncio
-
-    provider = scripted(good_teacher, delay_s=0.01)
-    teacher = make_teacher(concurrency=2)
-
-    async def main():
-        return await asyncio.gather(*[teacher.areflect(*signalled, seed_task) for _ in range(5)])
-
-    with usage_meter() as meter:
-        ctxs = asyncio.run(main())
-    assert [c.summary for c in ctxs] == [REFLECTION["summary"]] * 5
-    assert meter.calls == 5 and len(provider.calls) == 5
-    assert provider.max_in_flight <= 2
 
 
 def test_threads_share_the_concurrency_limit(scripted, seed_task, signalled):

@@ -10,7 +10,7 @@ from .teacher_script import REFLECTION, good_teacher
 
 from coevolve_sdk.actions import format_tool_call
 from coevolve_sdk.errors import BudgetExhausted, CoEvolveError
-from coevolve_sdk.llm_teacher import LiteLLMTeacher, LiteLLMTeacherOptions, TeacherBudget
+from coevolve_litellm import LiteLLMTeacher, LiteLLMTeacherOptions, TeacherBudget
 from coevolve_sdk.teacher import usage_meter
 from coevolve_sdk.types import ExplorationContext, Triplet
 from coevolve_sdk.validation import Validator

@@ -12,8 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from coevolve_sdk.errors import ConfigError
-from coevolve_sdk.llm_teacher import (
+from coevolve_litellm import (
     LiteLLMTeacher,
     LiteLLMTeacherOptions,
     PromptSet,
@@ -22,8 +21,10 @@ from coevolve_sdk.llm_teacher import (
     extract_json,
     parse_judgement,
 )
+from coevolve_sdk.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[2]
+TEMPLATES = ROOT / "plugins" / "coevolve-litellm" / "coevolve_litellm" / "templates"
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=20),
@@ -121,7 +122,7 @@ def test_inserted_text_is_not_expanded_again():
 
 
 def test_user_template_dir_overrides_and_versions(tmp_path, scripted, env, seed_task, signalled):
-    pkg = ROOT / "coevolve_sdk" / "prompts"
+    pkg = TEMPLATES
     for f in pkg.glob("*-v1.md"):
         (tmp_path / f.name.replace("-v1", "-mine2")).write_text(f.read_text())
     (tmp_path / "reflect-mine2.md").write_text("<!-- system -->\nBe terse.\n<!-- user -->\nTask: {{task_query}}\nReply JSON.")
@@ -141,7 +142,7 @@ def test_user_template_dir_overrides_and_versions(tmp_path, scripted, env, seed_
 
 
 def test_bad_templates_are_rejected_at_construction(tmp_path):
-    pkg = ROOT / "coevolve_sdk" / "prompts"
+    pkg = TEMPLATES
     for f in pkg.glob("*-v1.md"):
         (tmp_path / f.name.replace("-v1", "-x")).write_text(f.read_text())
     (tmp_path / "judge-x.md").write_text("<!-- system -->\nS\n<!-- user -->\n{{secret_sauce}}")
@@ -173,10 +174,11 @@ def test_options_are_strict_and_never_hold_a_key(monkeypatch):
 
 def test_registered_and_importing_the_sdk_never_imports_litellm():
     code = (
-        "import sys, coevolve_sdk, coevolve_sdk.llm_teacher as m\n"
+        "import sys, coevolve_sdk, coevolve_litellm.teacher as m\n"
         "from coevolve_sdk.registry import get_registry\n"
         "r = get_registry()\n"
         "assert r.get('teacher', 'litellm') is m.LiteLLMTeacher, r\n"
+        "assert r.info('teacher', 'litellm').distribution == 'coevolve-litellm', r.info('teacher', 'litellm')\n"
         "t = m.LiteLLMTeacher()\n"
         "assert 'litellm' not in sys.modules, 'litellm imported eagerly'\n"
         "print('ok')\n"

@@ -1,0 +1,60 @@
+"""CoEvolve's LLM teacher through litellm (see ``docs/teacher.md``).
+
+The names below are loaded on first use, so that importing the plugin module (which the core's
+registry does at start-up for every installed plugin) stays cheap.
+"""
+
+from __future__ import annotations
+
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+__all__ = [
+    "LiteLLMTeacher",
+    "LiteLLMTeacherOptions",
+    "TeacherBudget",
+    "LiteLLMClient",
+    "TeacherCallError",
+    "ReplyParseError",
+    "PromptSet",
+    "Prompt",
+    "DEFAULT_ACTION_FORMAT",
+    "extract_json",
+    "extract_action",
+    "parse_judgement",
+]
+
+_WHERE = {
+    "LiteLLMTeacher": "teacher",
+    "LiteLLMTeacherOptions": "options",
+    "TeacherBudget": "options",
+    "LiteLLMClient": "client",
+    "TeacherCallError": "client",
+    "ReplyParseError": "parsing",
+    "extract_json": "parsing",
+    "extract_action": "parsing",
+    "parse_judgement": "parsing",
+    "PromptSet": "prompts",
+    "Prompt": "prompts",
+    "DEFAULT_ACTION_FORMAT": "prompts",
+}
+
+if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
+    from .client import LiteLLMClient, TeacherCallError
+    from .options import LiteLLMTeacherOptions, TeacherBudget
+    from .parsing import ReplyParseError, extract_action, extract_json, parse_judgement
+    from .prompts import DEFAULT_ACTION_FORMAT, Prompt, PromptSet
+    from .teacher import LiteLLMTeacher
+
+
+def __getattr__(name: str) -> Any:
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module 'coevolve_litellm' has no attribute '{name}'")
+    value = getattr(import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *__all__])
