@@ -364,6 +364,9 @@ def experiment_run(
     except CoEvolveError as e:
         _fail(e)
         return
+    except KeyboardInterrupt:  # while loading or summarising: no run is running then
+        err_console.print("Interrupted. Run the same command again to continue.", markup=False)
+        raise typer.Exit(130) from None
     _print_experiment(summary, exp.out)
     for label, why in result.failed:
         err_console.print(f"run {label} failed: {why}", markup=False)
