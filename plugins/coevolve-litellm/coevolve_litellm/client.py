@@ -145,12 +145,8 @@ class LiteLLMClient:
         o = self.options
         if o.input_cost_per_token is not None or o.output_cost_per_token is not None:
             return prompt_tokens * (o.input_cost_per_token or 0.0) + completion_tokens * (o.output_cost_per_token or 0.0)
-        try:
-            hidden = getattr(resp, "_hidden_params", None) or {}
-            cost = hidden.get("response_cost")
-            if cost is None:
-                cost = litellm.completion_cost(completion_response=resp)
-            return float(cost or 0.0)
+        try:  # litellm's public price lookup, from the response's model and token counts
+            return float(litellm.completion_cost(completion_response=resp) or 0.0)
         except Exception:  # unknown model or provider: litellm has no price for it
             return 0.0
 
