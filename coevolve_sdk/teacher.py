@@ -152,21 +152,26 @@ class RandomExplorer(Teacher):
 
     def explore(self, env: AgentEnv, task: Task, context: ExplorationContext, seed: int = 0) -> list[Triplet]:
         opts: RandomExplorer.Options = self.options  # type: ignore[assignment]
+        from .culprit import blame  # an environment's bug here is named, with its method and task
+
         rng = np.random.default_rng(seed)
         focus = set(context.focus_tools)
         triplets: list[Triplet] = []
         for r in range(opts.rounds):
-            env.reset(seed=int(rng.integers(0, 2**31 - 1)), options={"task": task})
+            with blame(env, "reset", task):
+                env.reset(seed=int(rng.integers(0, 2**31 - 1)), options={"task": task})
             for k in range(opts.steps_per_round):
                 if env.done:
                     break
-                proposals = [env.sample_action() for _ in range(opts.proposals)]
+                with blame(env, "sample_action", task):
+                    proposals = [env.sample_action() for _ in range(opts.proposals)]
                 preferred = [a for a in proposals if focus.intersection(action_tools(a))]
                 if preferred and rng.random() < opts.focus_bias:
                     action = preferred[int(rng.integers(0, len(preferred)))]
                 else:
                     action = proposals[int(rng.integers(0, len(proposals)))]
-                obs, reward, _, _, info = env.step(action)
+                with blame(env, "step", task):
+                    obs, reward, _, _, info = env.step(action)
                 triplets.append(Triplet(action=action, observation=obs, round=r, step=k, reward=reward, ok=not info.get("error")))
         return triplets
 
@@ -181,7 +186,10 @@ class RandomExplorer(Teacher):
             if len(good) < opts.min_actions:
                 continue
             steps = [Step(action=t.action, observation=t.observation) for t in good]
-            query = env.describe(task, steps)
+            from .culprit import blame
+
+            with blame(env, "describe", task):
+                query = env.describe(task, steps)
             cand = CandidateTask(
                 description=f"{context.signal_kind} exploration round {r} from task {task.id}",
                 query=query,

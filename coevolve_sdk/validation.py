@@ -12,6 +12,7 @@ from typing import Callable
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from .culprit import ComponentError, blame
 from .environment import AgentEnv
 from .types import CandidateTask, Task, Trajectory, Verdict
 
@@ -64,9 +65,12 @@ class Validator:
         if candidate.fingerprint() in existing:
             return reject("duplicate of a task already in the pool")
         try:
-            task = env.make_task(candidate, base)
+            with blame(env, "make_task", base):
+                task = env.make_task(candidate, base)
         except Exception as e:  # a teacher may propose something the environment cannot set up
-            return reject(f"environment could not instantiate the task: {type(e).__name__}: {e}")
+            named = e if isinstance(e, ComponentError) else None
+            return reject(f"environment could not instantiate the task: {named.error if named else f'{type(e).__name__}: {e}'}",
+                          where=named.frames[-1:] if named else [])
         if task.fingerprint() in existing:  # make_task may complete the actions: compare the task too
             return reject("duplicate of a task already in the pool")
         limit = getattr(env.options, "max_steps", None)
@@ -74,8 +78,11 @@ class Validator:
             return reject(f"the task needs {len(task.reference_actions)} actions but an episode allows max_steps={limit}")
         try:
             # the task's own actions: make_task may complete them (a final answer, say)
-            result = env.replay(task, task.reference_actions)
-        except Exception as e:
+            with blame(env, "replay", task):
+                result = env.replay(task, task.reference_actions)
+        except Exception as e:  # step() never raises by contract: this is the environment's bug, named
+            if isinstance(e, ComponentError):
+                return reject(f"replay raised {e.error}", culprit=e.headline, where=e.frames)
             return reject(f"replay raised {type(e).__name__}: {e}")
         evidence = {
             "replay_score": result.score,

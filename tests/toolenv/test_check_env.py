@@ -120,7 +120,7 @@ def test_cli_check_env_exit_status_and_report() -> None:
     bad = _cli("broken-kv", "--max-tasks", "5", "--json")
     assert bad.returncode == 2, bad.stdout + bad.stderr
     data = json.loads(bad.stdout)
-    assert data["ok"] is False and [r["name"] for r in data["results"] if r["status"] == "failed"] == ["malformed"]
+    assert data["ok"] is False and [r["name"] for r in data["results"] if r["status"] == "failed"] == ["malformed"], bad.stdout
     typo = _cli("kvstore", "-o", "max_stepz=3")
     assert typo.returncode == 2 and "bad --option for environment 'kvstore': max_stepz" in typo.stderr and "Traceback" not in typo.stderr
     unknown = _cli("kvstor")
