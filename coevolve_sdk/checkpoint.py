@@ -23,7 +23,7 @@ from typing import Any, Callable
 from . import killpoints
 
 __all__ = [
-    "begin_checkpoint", "commit_checkpoint", "write_checkpoint", "latest_checkpoint", "read_state", "tmp_path",
+    "begin_checkpoint", "commit_checkpoint", "save_checkpoint", "write_checkpoint", "latest_checkpoint", "read_state", "tmp_path",
     "checkpoints_newest_first", "verify_checkpoint", "set_aside", "MANIFEST",
 ]
 
@@ -107,6 +107,22 @@ def commit_checkpoint(root: Path, step: int, state: dict[str, Any], keep: int = 
     for stale in root.glob("step-*.tmp"):
         shutil.rmtree(stale, ignore_errors=True)
     return final
+
+
+def save_checkpoint(root: Path, step: int, algorithm: Any, state: Callable[[], dict[str, Any]], keep: int = 2) -> None:
+    """Every process of a run: each saves its share of the algorithm's state (per-rank RNG
+    states, say) into the same tmp folder; only then does the main process commit it, with
+    ``state()`` (called on the main process only) as its ``state.json``."""
+    main = algorithm.is_main_process
+    if main:
+        begin_checkpoint(root, step)
+    algorithm.barrier()
+    algorithm.save(tmp_path(root, step) / "algorithm")
+    algorithm.barrier()
+    if main:
+        killpoints.reached("checkpoint_saved")
+        commit_checkpoint(root, step, state(), keep=keep)
+    algorithm.barrier()
 
 
 def write_checkpoint(root: Path, step: int, state: dict[str, Any], save_extra: Callable[[Path], None], keep: int = 2) -> Path:

@@ -32,7 +32,10 @@ console = Console(soft_wrap=True, highlight=False)
 err_console = Console(stderr=True, soft_wrap=True, highlight=False)
 
 
-def _fail(e: Exception) -> None:
+def _fail(e: Exception, debug: bool = False) -> None:
+    """A user-actionable error: one paragraph, exit 2; the traceback only with --debug."""
+    if debug:
+        err_console.print_exception()
     err_console.print(f"Error: {e}", markup=False)
     raise typer.Exit(2)
 
@@ -48,12 +51,10 @@ def _parse_sets(sets: list[str]) -> dict[str, Any]:
 
 
 def _store(run_dir: Path):  # type: ignore[no-untyped-def]
-    from .store import RunStore
+    """The run's store for the reading commands: read-only, no lock (fine while the run writes)."""
+    from .runfolder import open_store_read_only
 
-    db = run_dir / "run.sqlite"
-    if not db.exists():
-        raise CoEvolveError(f"{run_dir} is not a run folder (no run.sqlite). Pass the run_dir of a run started with `coevolve run`.")
-    return RunStore(db)
+    return open_store_read_only(run_dir)
 
 
 @app.command()
@@ -62,13 +63,22 @@ def run(
     resume: Optional[Path] = typer.Option(None, "--resume", help="Continue the run in this folder from its last checkpoint."),
     set_: list[str] = typer.Option([], "--set", help="Override a config value: --set training.steps=5 (repeatable)."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Only print errors and the final summary."),
+    restart: bool = typer.Option(False, "--restart", help="Start the run in this folder again from step 0; its old store and "
+                                 "checkpoints are moved into RUN_DIR/previous-<time>/ (nothing is deleted)."),
+    allow_config_change: bool = typer.Option(False, "--allow-config-change", help="Resume even though settings changed that "
+                                             "change what the steps done so far mean (recorded as a config revision)."),
+    debug: bool = typer.Option(False, "--debug", help="Show the traceback of an error."),
 ) -> None:
-    """Run CoEvolve: train, detect signals, evolve the task pool, evaluate, write a report."""
+    """Run CoEvolve: train, detect signals, evolve the task pool, evaluate, write a report.
+
+    A run stopped in any way (Ctrl-C, SIGTERM, a kill, a crash) continues with --resume from
+    its last checkpoint, and ends as if it had never stopped."""
     from .config import load_config
-    from .interrupts import catch_interrupts
+    from .interrupts import catch_interrupts, interrupt_signal
     from .loop import CoEvolveLoop
     from .progress import Progress
 
+    cfg = None
     try:
         if resume is not None:
             cfg_path = resume / "config.yaml"
@@ -83,14 +93,20 @@ def run(
             cfg = load_config(config, _parse_sets(set_))
         progress = Progress(enabled=True, console=console, quiet=quiet)
         with catch_interrupts():
-            summary = CoEvolveLoop(cfg, resume=resume is not None, progress=progress).run()
+            loop = CoEvolveLoop(cfg, resume=resume is not None, restart=restart, allow_config_change=allow_config_change,
+                                progress=progress)
+            summary = loop.run()
     except CoEvolveError as e:
-        _fail(e)
+        _fail(e, debug)
         return
     except KeyboardInterrupt:
+        if cfg is None:
+            raise typer.Exit(130) from None
         where = resume if resume is not None else cfg.run_dir
-        err_console.print(f"Interrupted. Every admitted task is kept; continue with `coevolve run --resume {where}`.", markup=False)
-        raise typer.Exit(130) from None
+        how = "Terminated (SIGTERM)" if interrupt_signal() == "SIGTERM" else "Interrupted"
+        err_console.print(f"{how}. The run continues from its last checkpoint, exactly as if it had not stopped: "
+                          f"`coevolve run --resume {where}`.", markup=False)
+        raise typer.Exit(143 if how.startswith("Terminated") else 130) from None
     if summary:
         console.print_json(json.dumps(summary, default=str))
 
@@ -229,12 +245,12 @@ def config_check(config: Path = typer.Argument(...)) -> None:
     """Validate a config file and the options of every component it names."""
     from .config import load_config, validate_components
     from .registry import get_registry
+    from .runplugins import load_run_plugins
 
     try:
         cfg = load_config(config)
         reg = get_registry()
-        for m in cfg.plugins:
-            reg.add_module(m)
+        load_run_plugins(cfg, reg, warn=lambda m: err_console.print(m, markup=False))
         validate_components(cfg, reg, source=str(config))
     except CoEvolveError as e:
         _fail(e)
@@ -248,7 +264,7 @@ def report(run_dir: Path = typer.Argument(..., help="A run folder.")) -> None:
     from .report import write_report
 
     try:
-        _store(run_dir)
+        _store(run_dir).close()
         path = write_report(run_dir)
     except CoEvolveError as e:
         _fail(e)
@@ -291,18 +307,25 @@ def eval_cmd(
     split: Optional[str] = typer.Option(None, help="Split to evaluate (default: the config's eval.split)."),
     max_tasks: Optional[int] = typer.Option(None, help="Evaluate at most this many tasks."),
     set_: list[str] = typer.Option([], "--set", help="Override a config value, e.g. --set environment.options.category=miss_func."),
+    debug: bool = typer.Option(False, "--debug", help="Show the traceback of an error."),
 ) -> None:
-    """Evaluate a run's last checkpoint greedily on a split and print the accuracy.
+    """Evaluate a run's newest intact checkpoint greedily on a split and print the accuracy.
 
-    With --set the environment's options can differ from training's, e.g. to score the same
-    checkpoint on each BFCL category in turn."""
-    from .loop import evaluate_run
+    Builds only the environment and the policy (no teacher: its API key need not be set) and
+    only reads the run folder, so it works while the run goes on. With --set the environment's
+    options can differ from training's, e.g. to score the same checkpoint on each BFCL
+    category in turn. Progress goes to stderr (a bar on a terminal), the JSON result to stdout."""
+    from .evaluation import evaluate_run
+    from .progress import Progress
 
+    progress = Progress(enabled=True, console=err_console)
     try:
-        res = evaluate_run(run_dir, _parse_sets(set_), split=split, max_tasks=max_tasks)
+        res = evaluate_run(run_dir, _parse_sets(set_), split=split, max_tasks=max_tasks, progress=progress.work, log=progress.log)
     except CoEvolveError as e:
-        _fail(e)
+        _fail(e, debug)
         return
+    finally:
+        progress.stop()
     console.print_json(json.dumps(res))
 
 

@@ -44,7 +44,13 @@ class TrainingConfig(_Strict):
 class EvolutionConfig(_Strict):
     enabled: bool = Field(True, description="False trains on the static seed pool (the paper's GRPO baseline).")
     every: int = Field(10, ge=1, description="Evolve every F steps (paper: 10).")
-    mode: Literal["sync", "async"] = Field("sync", description="async runs the teacher in the background and admits its tasks at the next step boundary.")
+    mode: Literal["sync", "async"] = Field(
+        "sync", description="sync: a round runs at its step and its tasks join the pool at once. async: the round runs in the "
+                            "background while training goes on, and its tasks join the pool after async_lag more steps "
+                            "(waiting for the round if it is not done), a fixed step, so that runs are reproducible."
+    )
+    async_lag: int = Field(1, ge=1, description="async: a round started at step s is admitted before step s + async_lag + 1 "
+                                                "samples its tasks, i.e. it overlaps async_lag training steps.")
     max_signals_per_kind: int | None = Field(16, ge=1, description="Signals handed to the teacher per kind per round, after one-per-task dedup.")
     workers: int = Field(2, ge=1, description="Signals processed concurrently (each gets its own environment).")
     guidance: Literal["signals", "random"] = Field(

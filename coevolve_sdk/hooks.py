@@ -2,8 +2,10 @@
 
 Two families. *Registration* hooks return lists of component classes; every plugin's lists are
 concatenated, and the core's own defaults arrive through the same hooks. *Lifecycle* hooks
-observe the loop as it runs; their return values are ignored, and an exception in one is
-reported with the plugin's name and stops the run (a silent observer is worse than none).
+observe the run as it goes; they receive a read-only ``RunView`` of it (never the loop itself,
+which they could change by accident, and which evolution worker threads share), their return
+values are ignored, and an exception in one is reported with the plugin's name and stops the
+run (a silent observer is worse than none).
 
 Every hook is documented in ``docs/plugins/hooks.md``; a test checks that page against the
 signatures below.
@@ -16,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 import pluggy
 
 if TYPE_CHECKING:
+    from .runview import RunView
     from .types import CandidateTask, RolloutGroup, Signal, Task
 
 PROJECT = "coevolve"
@@ -62,25 +65,26 @@ def register_commands(cli: Any) -> None:
 
 # ---------------------------------------------------------------- lifecycle hooks
 @hookspec
-def on_rollouts_collected(loop: Any, step: int, groups: list[RolloutGroup]) -> None:
+def on_rollouts_collected(run: RunView, step: int, groups: list[RolloutGroup]) -> None:
     """After every step's rollouts, on the main process, before the optimisation step."""
 
 
 @hookspec
-def on_signals_detected(loop: Any, step: int, signals: list[Signal]) -> None:
+def on_signals_detected(run: RunView, step: int, signals: list[Signal]) -> None:
     """After the detectors have read a step's groups; ``signals`` may be empty."""
 
 
 @hookspec
-def on_tasks_proposed(loop: Any, step: int, candidates: list[CandidateTask]) -> None:
-    """When a teacher has proposed candidates for one signal, before validation."""
+def on_tasks_proposed(run: RunView, step: int, candidates: list[CandidateTask]) -> None:
+    """When a teacher has proposed candidates for one signal, before validation (from an
+    evolution worker thread)."""
 
 
 @hookspec
-def on_tasks_admitted(loop: Any, step: int, tasks: list[Task]) -> None:
+def on_tasks_admitted(run: RunView, step: int, tasks: list[Task]) -> None:
     """After validated tasks have been written to the pool."""
 
 
 @hookspec
-def on_step_end(loop: Any, step: int, metrics: dict[str, float]) -> None:
+def on_step_end(run: RunView, step: int, metrics: dict[str, float]) -> None:
     """After a training step is finished and its metrics are stored."""

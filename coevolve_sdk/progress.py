@@ -9,15 +9,51 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress as RichProgress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 
+def metric(metrics: dict[str, float], name: str, default: float = 0.0) -> float:
+    """A loop metric by its namespaced name (``rollout/reward_mean``), or by the bare name run
+    folders written before metric namespaces used (``reward_mean``)."""
+    if name in metrics:
+        return metrics[name]
+    return metrics.get(name.split("/", 1)[-1], default)
+
+
 def step_line(step: int, metrics: dict[str, float]) -> str:
     """The per-step summary: reward, signals per kind, pool by origin, time per phase."""
     sig = " ".join(f"{k.split('/', 1)[1]}={int(v)}" for k, v in sorted(metrics.items()) if k.startswith("signals/"))
     pool = " ".join(f"{k.split('/', 1)[1]}={int(v)}" for k, v in sorted(metrics.items()) if k.startswith("pool/") and k != "pool/size")
     times = " ".join(f"{k.split('/', 1)[1]}={v:.1f}s" for k, v in metrics.items() if k.startswith("time/") and v >= 0.05)
     return (
-        f"step {step:>4}  reward {metrics.get('reward_mean', 0.0):.3f}  success {metrics.get('success_rate', 0.0):.2f}"
+        f"step {step:>4}  reward {metric(metrics, 'rollout/reward_mean'):.3f}  success {metric(metrics, 'rollout/success_rate'):.2f}"
         f"  | signals {sig or '-'}  | pool {int(metrics.get('pool/size', 0))} ({pool})  | {times}"
     )
+
+
+class TensorBoard:
+    """Step metrics as TensorBoard scalars under ``RUN_DIR/tensorboard`` when tensorboard is
+    installed (the dev extra installs it); silently nothing otherwise."""
+
+    def __init__(self, logdir: Any) -> None:
+        self.logdir = logdir
+        self._writer: Any = None
+
+    def write(self, step: int, metrics: dict[str, float]) -> None:
+        if self._writer is False:
+            return
+        if self._writer is None:
+            try:
+                from torch.utils.tensorboard import SummaryWriter  # noqa: PLC0415
+
+                self._writer = SummaryWriter(str(self.logdir))
+            except Exception:
+                self._writer = False
+                return
+        for k, v in metrics.items():
+            self._writer.add_scalar(k, v, step)
+        self._writer.flush()
+
+    def close(self) -> None:
+        if self._writer:
+            self._writer.close()
 
 
 class Progress:

@@ -1,7 +1,9 @@
 """The run report: plots a person would rather look at than read, and the admitted tasks.
 
-``write_report(run_dir)`` reads only the run store, so it works on a finished run, a running one
-(from another shell) or a killed one. Plots are PNG files under ``RUN_DIR/report/`` referenced
+``write_report(run_dir)`` reads only the run store (opened read-only, without the run folder's
+lock), so it works on a finished run, a running one (from another shell) or a killed one, and
+on run folders written before metric names were namespaced (``reward_mean`` then,
+``rollout/reward_mean`` now). Plots are PNG files under ``RUN_DIR/report/`` referenced
 from ``RUN_DIR/report.html``; matplotlib is an optional dependency (``coevolve-sdk[report]``).
 """
 
@@ -13,6 +15,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+from .progress import metric
 from .store import RunStore
 
 __all__ = ["write_report"]
@@ -39,8 +42,8 @@ def _plots(store: RunStore, out: Path) -> dict[str, str]:
 
     if steps:
         fig, ax = plt.subplots(figsize=(7, 3.5))
-        ax.plot(steps, [metrics[s].get("reward_mean", 0) for s in steps], marker="o", lw=2, label="mean reward, all tasks")
-        ax.plot(steps, [metrics[s].get("success_rate", 0) for s in steps], ls=":", color="black", label="success rate, all tasks")
+        ax.plot(steps, [metric(metrics[s], "rollout/reward_mean") for s in steps], marker="o", lw=2, label="mean reward, all tasks")
+        ax.plot(steps, [metric(metrics[s], "rollout/success_rate") for s in steps], ls=":", color="black", label="success rate, all tasks")
         by_origin: dict[str, dict[int, float]] = defaultdict(dict)
         for s, origin, score, _ in store.score_by_origin():
             by_origin[origin][s] = score
@@ -150,7 +153,7 @@ def _plots(store: RunStore, out: Path) -> dict[str, str]:
 
 def write_report(run_dir: str | Path) -> Path:
     run_dir = Path(run_dir)
-    store = RunStore(run_dir / "run.sqlite")
+    store = RunStore(run_dir / "run.sqlite", read_only=True)
     try:
         try:
             plots = _plots(store, run_dir / "report")
@@ -180,6 +183,15 @@ def write_report(run_dir: str | Path) -> Path:
         cfg = store.get_meta("config", {}) or {}
         total_calls = sum(u["calls"] for u in usage)
         total_cost = sum(u["cost_usd"] for u in usage)
+        replayed_cost = sum(u["cost_usd"] for u in usage if u["rolled_back"])
+        replayed_calls = sum(u["calls"] for u in usage if u["rolled_back"])
+        replayed = (f" (of which {replayed_calls} calls, ${replayed_cost:.4f}, in attempts rolled back by a resume)"
+                    if replayed_calls else "")
+        notes = "".join(f"<li><b>step {n['step']}</b>: {e(n['text'])}</li>" for n in store.notes())
+        notes_html = f'<h2>Warnings</h2><ul class="warnings">{notes}</ul>' if notes else ""
+        revisions = "".join(f"<li>revision {r['revision']} at step {r['step']}{' (forced)' if r['forced'] else ''}: "
+                            f"{e('; '.join(r['changes']))}</li>" for r in store.config_revisions())
+        revisions_html = f"<h2>Configuration changes on resume</h2><ul>{revisions}</ul>" if revisions else ""
         figs = "".join(f'<figure><img src="{e(src)}" alt="{e(title)}"><figcaption>{e(title)}</figcaption></figure>' for title, src in plots.items())
         page = f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>CoEvolve run report: {e(run_dir.name)}</title>
@@ -193,7 +205,9 @@ th {{ background: #f3f3f3; }}
 <p>Environment <b>{e(str((cfg.get('environment') or {}).get('name', '?')))}</b>, policy <b>{e(str((cfg.get('policy') or {}).get('name', '?')))}</b>,
 algorithm <b>{e(str((cfg.get('algorithm') or {}).get('name', '?')))}</b>, teacher <b>{e(str((cfg.get('teacher') or {}).get('name', '?')))}</b>.
 Steps done: {len(steps_done)}. Status: {e(str(store.get_meta('status', 'unknown')))}.
-Pool: {e(json.dumps(store.task_counts()))}. Teacher: {total_calls} LLM calls, ${total_cost:.4f}.</p>
+Pool: {e(json.dumps(store.task_counts()))}. Teacher: {total_calls} LLM calls, ${total_cost:.4f}{e(replayed)}.</p>
+{notes_html}
+{revisions_html}
 <h2>Evaluation</h2>
 <table id="evals"><tr><th>phase</th><th>step</th><th>split</th><th>tasks</th><th>success rate</th><th>mean score</th></tr>{eval_rows}</table>
 <h2>Plots</h2>{plot_note}{figs}

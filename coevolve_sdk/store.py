@@ -88,6 +88,7 @@ CREATE TABLE IF NOT EXISTS config_revisions (
     changes TEXT NOT NULL, forced INTEGER NOT NULL
 );
 CREATE INDEX IF NOT EXISTS signals_round ON signals(round);
+CREATE TABLE IF NOT EXISTS notes (step INTEGER NOT NULL, kind TEXT NOT NULL, text TEXT NOT NULL, PRIMARY KEY (step, kind));
 """
 
 _ATTEMPT_COLUMNS = ("teacher_usage", "verdicts")
@@ -148,16 +149,15 @@ class RunStore:
             raise sqlite3.DatabaseError(f"integrity check failed: {verdict}")
 
     def _migrate(self) -> None:
-        """Schema 1 → 2: the new tables exist already (CREATE IF NOT EXISTS); add the columns."""
-        version = int(self.get_meta("schema_version", 1) or 1)
-        if version >= SCHEMA_VERSION:
-            return
+        """Schema 1 → 2 (and a new store): the new tables exist already (CREATE IF NOT
+        EXISTS); add the columns that schema 1's tables lack."""
         with self._tx() as c:
             for table in _ATTEMPT_COLUMNS:
                 cols = {r[1] for r in c.execute(f"PRAGMA table_info({table})")}
                 if "attempt" not in cols:
                     c.execute(f"ALTER TABLE {table} ADD COLUMN attempt INTEGER")
-            c.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
+            if int(self.get_meta("schema_version", 1) or 1) < SCHEMA_VERSION:
+                c.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
 
     def close(self) -> None:
         with self._lock:
@@ -232,6 +232,14 @@ class RunStore:
         """The admission number of the newest task (0 for an empty pool): checkpoints record it."""
         return int(self._query("SELECT COALESCE(MAX(seq), 0) FROM tasks")[0][0])
 
+    def legacy_task_seq(self, pool_size: int) -> int:
+        """The newest task of a pool of ``pool_size`` tasks: checkpoints written before they
+        recorded ``task_seq`` recorded the pool's size, and tasks are numbered in admission order."""
+        if pool_size <= 0:
+            return 0
+        rows = self._query("SELECT seq FROM tasks ORDER BY seq LIMIT 1 OFFSET ?", (pool_size - 1,))
+        return int(rows[0][0]) if rows else self.max_task_seq()
+
     def task_counts(self) -> dict[str, int]:
         return {o: n for o, n in self._query("SELECT origin, COUNT(*) FROM tasks WHERE split = 'train' GROUP BY origin")}
 
@@ -294,7 +302,7 @@ class RunStore:
             removed["tasks"] = c.execute("DELETE FROM tasks WHERE seq > ?", (task_seq,)).rowcount
             removed["trajectories"] = c.execute(
                 "DELETE FROM trajectories WHERE step > ? OR phase = 'eval-after'", (step,)).rowcount
-            for table in ("history", "signals", "metrics"):
+            for table in ("history", "signals", "metrics", "notes"):
                 removed[table] = c.execute(f"DELETE FROM {table} WHERE step > ?", (step,)).rowcount
             removed["evals"] = c.execute("DELETE FROM evals WHERE step > ? OR phase = 'after'", (step,)).rowcount
             c.execute("UPDATE signals SET round = NULL WHERE round > ?", (round_id,))
@@ -476,6 +484,17 @@ class RunStore:
 
     def evals(self) -> list[dict[str, Any]]:
         return [{"step": s, "phase": p, "split": sp, **json.loads(d)} for s, p, sp, d in self._query("SELECT step, phase, split, data FROM evals ORDER BY id")]
+
+    # ---------------------------------------------------------------- notes
+    def add_note(self, step: int, kind: str, text: str) -> None:
+        """Something a person should see in the report (a skipped round, dropped seed tasks)."""
+        with self._tx() as c:
+            c.execute("INSERT OR REPLACE INTO notes(step, kind, text) VALUES (?,?,?)", (step, kind, text))
+
+    def notes(self) -> list[dict[str, Any]]:
+        if not self._has_table("notes"):
+            return []
+        return [{"step": s, "kind": k, "text": t} for s, k, t in self._query("SELECT step, kind, text FROM notes ORDER BY step, kind")]
 
     # ---------------------------------------------------------------- configuration
     def record_config_revision(self, step: int, config: dict[str, Any], changes: list[str], forced: bool) -> int:

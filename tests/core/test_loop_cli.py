@@ -76,7 +76,7 @@ def test_run_writes_a_complete_run_folder(tmp_path: Path, sub_env: dict[str, str
     assert "step    6" in out.stdout
     run = tmp_path / "run"
     db = run / "run.sqlite"
-    assert [r[0] for r in rows(db, "SELECT DISTINCT step FROM metrics WHERE key='reward_mean' ORDER BY step")] == list(range(1, 7))
+    assert [r[0] for r in rows(db, "SELECT DISTINCT step FROM metrics WHERE key='rollout/reward_mean' ORDER BY step")] == list(range(1, 7))
     assert rows(db, "SELECT COUNT(*) FROM signals")[0][0] > 0
     phases = {r[0] for r in rows(db, "SELECT phase FROM evals")}
     assert phases == {"before", "after"}
@@ -102,7 +102,7 @@ def test_sigkill_then_resume_loses_nothing(tmp_path: Path, sub_env: dict[str, st
     tasks_before = {r[0] for r in rows(db, "SELECT id FROM tasks")}
     ckpt_step = int((run / "checkpoints" / "latest").read_text().split("-")[1])
     assert 1 <= ckpt_step < 12
-    steps_before = [r[0] for r in rows(db, "SELECT DISTINCT step FROM metrics WHERE key='reward_mean' ORDER BY step")]
+    steps_before = [r[0] for r in rows(db, "SELECT DISTINCT step FROM metrics WHERE key='rollout/reward_mean' ORDER BY step")]
     assert steps_before[: ckpt_step] == list(range(1, ckpt_step + 1))
 
     out = subprocess.run([*coevolve_cmd(), "run", "--resume", str(run)], capture_output=True, text=True, env=sub_env, timeout=300)
@@ -110,7 +110,7 @@ def test_sigkill_then_resume_loses_nothing(tmp_path: Path, sub_env: dict[str, st
     assert f"resumed from step-{ckpt_step:06d}" in out.stdout
     first_step_line = next(line for line in out.stdout.splitlines() if line.startswith("step "))
     assert first_step_line.split()[1] == str(ckpt_step + 1)
-    steps_after = [r[0] for r in rows(db, "SELECT step FROM metrics WHERE key='reward_mean' ORDER BY step")]
+    steps_after = [r[0] for r in rows(db, "SELECT step FROM metrics WHERE key='rollout/reward_mean' ORDER BY step")]
     assert steps_after == list(range(1, 13))  # every step exactly once
     tasks_after = {r[0] for r in rows(db, "SELECT id FROM tasks")}
     assert tasks_before <= tasks_after  # no admitted task lost
@@ -132,7 +132,7 @@ def test_resume_before_the_first_checkpoint_starts_over_keeping_the_pool(tmp_pat
     proc = subprocess.Popen([*coevolve_cmd(), "run", str(cfg)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=sub_env)
     db = run / "run.sqlite"
     # The database file appears a moment before its tables do, so poll with the tolerant reader.
-    _wait_for(lambda: (_db_rows(db, "SELECT COUNT(*) FROM metrics WHERE key='reward_mean'") or [(0,)])[0][0] >= 2, "two steps", proc, timeout=120)
+    _wait_for(lambda: (_db_rows(db, "SELECT COUNT(*) FROM metrics WHERE key='rollout/reward_mean'") or [(0,)])[0][0] >= 2, "two steps", proc, timeout=120)
     proc.send_signal(signal.SIGKILL)
     proc.wait(timeout=30)
     tasks_before = {r[0] for r in rows(db, "SELECT id FROM tasks")}
@@ -140,7 +140,7 @@ def test_resume_before_the_first_checkpoint_starts_over_keeping_the_pool(tmp_pat
     out = subprocess.run([*coevolve_cmd(), "run", "--resume", str(run), "--set", "training.steps=3"], capture_output=True, text=True, env=sub_env, timeout=300)
     assert out.returncode == 0, out.stderr
     assert "training starts again from step 0" in out.stdout
-    assert [r[0] for r in rows(db, "SELECT step FROM metrics WHERE key='reward_mean' ORDER BY step")] == [1, 2, 3]
+    assert [r[0] for r in rows(db, "SELECT step FROM metrics WHERE key='rollout/reward_mean' ORDER BY step")] == [1, 2, 3]
     assert tasks_before <= {r[0] for r in rows(db, "SELECT id FROM tasks")}
 
 
@@ -193,59 +193,64 @@ def test_ctrl_c_swallowed_by_a_finaliser_still_stops_the_run(tmp_path: Path, sub
     out = subprocess.run([*coevolve_cmd(), "run", str(cfg)], capture_output=True, text=True, env=sub_env, timeout=300)
     assert out.returncode == 130, f"stdout:\n{out.stdout[-2000:]}\nstderr:\n{out.stderr[-4000:]}"
     assert "Exception ignored" in out.stderr and f"coevolve run --resume {run}" in out.stderr
-    steps = [r[0] for r in rows(run / "run.sqlite", "SELECT DISTINCT step FROM metrics WHERE key = 'reward_mean' ORDER BY step")]
+    steps = [r[0] for r in rows(run / "run.sqlite", "SELECT DISTINCT step FROM metrics WHERE key = 'rollout/reward_mean' ORDER BY step")]
     assert steps == [1, 2, 3]
     resumed = subprocess.run([*coevolve_cmd(), "run", "--resume", str(run), "-q", "--set", "algorithm.options.ctrl_c_in_finaliser_at=0"],
                              capture_output=True, text=True, env=sub_env, timeout=300)
     assert resumed.returncode == 0, resumed.stderr
-    steps = [r[0] for r in rows(run / "run.sqlite", "SELECT DISTINCT step FROM metrics WHERE key = 'reward_mean' ORDER BY step")]
+    steps = [r[0] for r in rows(run / "run.sqlite", "SELECT DISTINCT step FROM metrics WHERE key = 'rollout/reward_mean' ORDER BY step")]
     assert steps == [1, 2, 3, 4, 5, 6]
 
 
-def test_kill_during_a_background_round_queues_its_signals_again(tmp_path: Path, sub_env: dict[str, str]) -> None:
+def test_kill_during_a_background_round_runs_it_again_from_its_signals(tmp_path: Path, sub_env: dict[str, str]) -> None:
     from coevolve_sdk.checkpoint import latest_checkpoint, read_state
 
     gate = tmp_path / "gate"  # exploration waits for this file: round 1 is certainly still running
-    # slow enough steps that the kill lands mid-run, with rounds still to come after the resume
-    cfg = write_config(tmp_path, **{"training.steps": 10, "evolution.mode": "async", "algorithm.options.step_delay": 0.5,
+    # async, lag 1: round 1 starts at step 2 and must join the pool before step 4 samples, so the
+    # run waits there for the gate; the checkpoint of step 3 records the round as running
+    cfg = write_config(tmp_path, **{"training.steps": 8, "evolution.mode": "async",
                                     "teacher": {"name": "toy-gated-explorer", "options": {"gate": str(gate)}}})
     run = tmp_path / "run"
+    db = run / "run.sqlite"
     proc = subprocess.Popen([*coevolve_cmd(), "run", str(cfg), "-q"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=sub_env)
 
-    def at_step_4() -> bool:
+    def at_step_3() -> bool:
         ckpt = latest_checkpoint(run / "checkpoints")
-        return ckpt is not None and read_state(ckpt)["step"] >= 4
+        return ckpt is not None and read_state(ckpt)["step"] >= 3
 
-    _wait_for(at_step_4, "the checkpoint of step 4", proc)
+    _wait_for(at_step_3, "the checkpoint of step 3", proc)
+    time.sleep(0.5)
     proc.kill()
     proc.wait(timeout=60)
     state = read_state(latest_checkpoint(run / "checkpoints"))
-    in_flight = state["in_flight_round"]
-    assert in_flight and in_flight["round"] == 1 and in_flight["signals"], state.keys()
-    cut_short = {s["id"] for s in in_flight["signals"]}
-    assert not rows(run / "run.sqlite", "SELECT * FROM teacher_usage")  # the teacher never finished a signal
+    assert state["step"] == 3, "the run did not wait for round 1 before step 4"
+    assert state["evolution"]["running"] == [{"round": 1, "step": 2, "admit_at": 4}]
+    # the store, not the checkpoint, says which signals round 1 consumed
+    consumed = {r[0] for r in rows(db, "SELECT id FROM signals WHERE round = 1")}
+    assert consumed and not rows(db, "SELECT * FROM signals WHERE round IS NULL AND step <= 2")
+    assert not rows(db, "SELECT * FROM teacher_usage")  # the teacher never finished a signal
 
     gate.write_text("open")
-    assert state["step"] <= 6, "killed too late: too few steps left for another round"
-    resumed = subprocess.run([*coevolve_cmd(), "run", "--resume", str(run), "--set", "algorithm.options.step_delay=0"],
-                             capture_output=True, text=True, env=sub_env, timeout=300)
+    resumed = subprocess.run([*coevolve_cmd(), "run", "--resume", str(run)], capture_output=True, text=True, env=sub_env, timeout=300)
     assert resumed.returncode == 0, resumed.stderr
-    assert "round 1 was cut short by the stop" in resumed.stdout + resumed.stderr
-    # the interrupted round's signals reached the teacher after all
-    used = {r[0] for r in rows(run / "run.sqlite", "SELECT signal_id FROM teacher_usage")}
-    assert cut_short & used
-    synth = rows(run / "run.sqlite", "SELECT data FROM tasks WHERE origin='synthetic'")
-    assert any(json.loads(d)["lineage"]["signal_id"] in cut_short for (d,) in synth)
+    assert "round 1 was cut short by the stop" in resumed.stdout
+    used = {r[0] for r in rows(db, "SELECT signal_id FROM teacher_usage WHERE round = 1")}
+    assert used and used <= consumed  # round 1 ran again, from the signals it had consumed
+    synth = rows(db, "SELECT data, step_admitted FROM tasks WHERE origin='synthetic'")
+    assert any(json.loads(d)["lineage"]["signal_id"] in consumed for d, _ in synth)
+    assert {s for _, s in synth if s is not None} <= {4, 6, 8}  # admitted at fixed steps, round r's at 2r + 2
 
 
-def test_kill_after_a_background_round_validated_admits_its_tasks_on_resume(tmp_path: Path, sub_env: dict[str, str]) -> None:
+def test_kill_after_a_background_round_finished_admits_its_tasks_without_paying_again(
+        tmp_path: Path, sub_env: dict[str, str]) -> None:
+    # Round 1 starts at step 2 and waits for the gate. The test opens it once the checkpoint of
+    # step 2 (which records the round as running) is written, while step 3 sleeps in its (slow)
+    # update, so the round finishes while the step still runs; the run is killed before step 4
+    # admits the round's tasks.
     from coevolve_sdk.checkpoint import latest_checkpoint, read_state
 
-    # Round 1 starts at the end of step 2 and waits for the gate. The test opens it while step 3
-    # sleeps in its (slow) update, so the round finishes seconds before the loop would admit its
-    # tasks at the start of step 4; the run is killed in between.
     gate = tmp_path / "gate"
-    cfg = write_config(tmp_path, **{"training.steps": 6, "evolution.mode": "async", "algorithm.options.step_delay": 4.0,
+    cfg = write_config(tmp_path, **{"training.steps": 6, "evolution.mode": "async", "algorithm.options.step_delay": 3.0,
                                     "teacher": {"name": "toy-gated-explorer", "options": {"gate": str(gate)}}})
     run = tmp_path / "run"
     db = run / "run.sqlite"
@@ -253,10 +258,9 @@ def test_kill_after_a_background_round_validated_admits_its_tasks_on_resume(tmp_
 
     def round_1_running_at_a_checkpoint() -> bool:
         ckpt = latest_checkpoint(run / "checkpoints")
-        return ckpt is not None and (read_state(ckpt).get("in_flight_round") or {}).get("round") == 1
+        return ckpt is not None and any(r["round"] == 1 for r in read_state(ckpt).get("evolution", {}).get("running", []))
 
     _wait_for(round_1_running_at_a_checkpoint, "a checkpoint with round 1 running", proc)
-    time.sleep(0.5)  # step 3 is now inside its update
     gate.write_text("open")
     _wait_for(lambda: bool(_db_rows(db, "SELECT round FROM rounds WHERE round = 1")), "round 1 to finish", proc)
     proc.kill()
@@ -270,28 +274,25 @@ def test_kill_after_a_background_round_validated_admits_its_tasks_on_resume(tmp_
     resumed = subprocess.run([*coevolve_cmd(), "run", "--resume", str(run), "--set", "algorithm.options.step_delay=0"],
                              capture_output=True, text=True, env=sub_env, timeout=300)
     assert resumed.returncode == 0, resumed.stderr
-    assert "round 1 had finished before the stop" in resumed.stdout + resumed.stderr
-    admitted = {r[0] for r in rows(db, "SELECT id FROM tasks WHERE origin='synthetic'")}
-    assert set(validated) <= admitted
+    assert "round 1 had finished before the stop" in resumed.stdout
+    admitted = {r[0]: r[1] for r in rows(db, "SELECT id, step_admitted FROM tasks WHERE origin='synthetic'")}
+    assert set(validated) <= set(admitted) and {admitted[t] for t in validated} == {4}
     # admitted from the store, not explored again: round 1's teacher bill is what it was
     assert rows(db, "SELECT COUNT(*) FROM teacher_usage WHERE round = 1")[0][0] == paid
 
 
-def test_kill_after_a_background_round_validated_before_any_checkpoint_admits_its_tasks(
-        tmp_path: Path, sub_env: dict[str, str]) -> None:
-    # As above, but no checkpoint exists yet, so the resume starts over from step 0: the pool it
-    # keeps must include the tasks round 1 validated before the kill.
+def test_a_round_rolled_back_before_any_checkpoint_is_reused_not_paid_again(tmp_path: Path, sub_env: dict[str, str]) -> None:
+    # As above, but no checkpoint exists yet: everything after the seed pool is rolled back and
+    # step 1 is replayed. The replayed round 1 has the same inputs as the rolled-back one, so
+    # that round's result is reused instead of paying the teacher again.
     gate = tmp_path / "gate"
     cfg = write_config(tmp_path, **{"training.steps": 6, "training.checkpoint_every": 50, "evolution.mode": "async",
-                                    "algorithm.options.step_delay": 4.0,
+                                    "algorithm.options.step_delay": 3.0,
                                     "teacher": {"name": "toy-gated-explorer", "options": {"gate": str(gate)}}})
     run = tmp_path / "run"
     db = run / "run.sqlite"
     proc = subprocess.Popen([*coevolve_cmd(), "run", str(cfg), "-q"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=sub_env)
-
-    _wait_for(lambda: (_db_rows(db, "SELECT COUNT(*) FROM metrics WHERE key='reward_mean'") or [(0,)])[0][0] >= 2,
-              "step 2, which starts round 1", proc)
-    time.sleep(0.5)  # step 3 is now inside its update
+    _wait_for(lambda: bool(_db_rows(db, "SELECT step FROM round_starts WHERE round = 1")), "round 1 to start", proc)
     gate.write_text("open")
     _wait_for(lambda: bool(_db_rows(db, "SELECT round FROM rounds WHERE round = 1")), "round 1 to finish", proc)
     proc.kill()
@@ -300,11 +301,16 @@ def test_kill_after_a_background_round_validated_before_any_checkpoint_admits_it
     (data,) = rows(db, "SELECT data FROM rounds WHERE round = 1")[0]
     validated = json.loads(data)["accepted_ids"]
     assert validated, "round 1 validated no task: the test proves nothing"
-    assert not rows(db, "SELECT id FROM tasks WHERE origin='synthetic'"), "killed too late: round 1 was already admitted"
+    bills = rows(db, "SELECT id, calls FROM teacher_usage WHERE round = 1 ORDER BY id")
 
     resumed = subprocess.run([*coevolve_cmd(), "run", "--resume", str(run), "--set", "algorithm.options.step_delay=0"],
                              capture_output=True, text=True, env=sub_env, timeout=300)
     assert resumed.returncode == 0, resumed.stderr
-    assert f"admitted {len(validated)} validated tasks of a round that finished before the stop" in resumed.stdout
+    assert "training starts again from step 0" in resumed.stdout
+    assert "round 1: its inputs are those of a rolled-back attempt" in resumed.stdout
     admitted = {r[0] for r in rows(db, "SELECT id FROM tasks WHERE origin='synthetic'")}
     assert set(validated) <= admitted
+    # the same bills, counted once, and none of them marked as a rolled-back attempt any more
+    assert rows(db, "SELECT id, calls FROM teacher_usage WHERE round = 1 ORDER BY id") == bills
+    assert not rows(db, "SELECT * FROM teacher_usage WHERE round = 1 AND attempt IS NOT NULL")
+    assert not rows(db, "SELECT * FROM rolled_back_rounds")

@@ -22,5 +22,5 @@ def test_step_metrics_are_written_as_tensorboard_scalars(tmp_path: Path, sub_env
     acc = EventAccumulator(str(logdir))
     acc.Reload()
     tags = acc.Tags()["scalars"]
-    assert {"reward_mean", "success_rate", "pool/size", "time/rollout"} <= set(tags)
-    assert [e.step for e in acc.Scalars("reward_mean")] == [1, 2, 3]
+    assert {"rollout/reward_mean", "rollout/success_rate", "pool/size", "time/rollout"} <= set(tags)
+    assert [e.step for e in acc.Scalars("rollout/reward_mean")] == [1, 2, 3]

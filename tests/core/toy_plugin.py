@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from coevolve_sdk.algorithm import Algorithm
+from coevolve_sdk.algorithm import Algorithm, CheckpointError, find_policy_dir, policy_dir
 from coevolve_sdk.context import RunContext
 from coevolve_sdk.hooks import hookimpl
 from coevolve_sdk.policy import Generation, Policy
@@ -82,7 +82,10 @@ class MenuPolicy(Policy):
         (path / "menu_policy.json").write_text(json.dumps({"table": self.table, "rng": self.rng.bit_generator.state}))
 
     def load(self, path: Path) -> None:
-        d = json.loads((path / "menu_policy.json").read_text())
+        try:
+            d = json.loads((path / "menu_policy.json").read_text())
+        except (OSError, ValueError) as e:
+            raise CheckpointError(f"{path / 'menu_policy.json'} cannot be read: {e}") from None
         self.table = d["table"]
         self.rng.bit_generator.state = d["rng"]
 
@@ -90,9 +93,12 @@ class MenuPolicy(Policy):
 class ReinforceOptions(BaseModel):
     model_config = ConfigDict(extra="forbid")
     lr: float = Field(1.0, gt=0)
-    step_delay: float = Field(0.0, ge=0, description="Sleep per step, so tests can kill a run mid-way.")
+    # the two test switches may change on resume: they do not change what a step computes
+    step_delay: float = Field(0.0, ge=0, description="Sleep per step, so tests can kill a run mid-way.",
+                              json_schema_extra={"may_change_on_resume": True})
     ctrl_c_in_finaliser_at: int = Field(0, ge=0, description="At this update, press Ctrl-C while a finaliser runs "
-                                        "(where Python swallows the KeyboardInterrupt); 0: never.")
+                                        "(where Python swallows the KeyboardInterrupt); 0: never.",
+                                        json_schema_extra={"may_change_on_resume": True})
 
 
 class _PressesCtrlCWhenCollected:
@@ -152,12 +158,17 @@ class Reinforce(Algorithm):
         (Path(self.context.run_dir) / "toy-algorithm-closed").write_text(str(self.updates))
 
     def save(self, path: Path) -> None:
-        self.policy.save(path)
+        # the policy's weights beside algorithm/, where evaluation looks for them
+        self.policy.save(policy_dir(path))
+        path.mkdir(parents=True, exist_ok=True)
         (path / "reinforce.json").write_text(json.dumps({"updates": self.updates}))
 
     def load(self, path: Path) -> None:
-        self.policy.load(path)
-        self.updates = json.loads((path / "reinforce.json").read_text())["updates"]
+        self.policy.load(find_policy_dir(path.parent))
+        try:
+            self.updates = json.loads((path / "reinforce.json").read_text())["updates"]
+        except (OSError, ValueError, KeyError) as e:
+            raise CheckpointError(f"{path / 'reinforce.json'} cannot be read: {e}") from None
 
 
 @hookimpl
@@ -217,3 +228,24 @@ class GatedExplorer(RandomExplorer):
 @hookimpl
 def register_teachers() -> list[type]:
     return [GatedExplorer]
+
+
+# Lifecycle hooks that leave a trace: every step's view of the run as the hook saw it (one file
+# per step, so a replayed step rewrites its own), and what an evolution worker thread saw.
+@hookimpl
+def on_step_end(run, step, metrics):  # type: ignore[no-untyped-def]
+    folder = Path(run.run_dir) / "toy-hooks"
+    folder.mkdir(exist_ok=True)
+    view = {"step": run.step, "pool_size": run.pool_size, "pool_counts": run.pool_counts(), "tasks": len(run.tasks()),
+            "seed": run.config.seed, "reward": metrics["rollout/reward_mean"]}
+    run.config.seed = -1  # a copy: the run's own config must not change
+    (folder / f"step-{step:04d}.json").write_text(json.dumps(view))
+
+
+@hookimpl
+def on_tasks_proposed(run, step, candidates):  # type: ignore[no-untyped-def]
+    import threading
+
+    (Path(run.run_dir) / "toy-hooks").mkdir(exist_ok=True)
+    (Path(run.run_dir) / "toy-hooks" / f"proposed-{step:04d}.json").write_text(
+        json.dumps({"thread": threading.current_thread().name, "pool_size": run.pool_size}))

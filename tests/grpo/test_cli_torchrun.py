@@ -35,6 +35,6 @@ def test_two_process_run_checkpoints_every_rank_and_resumes(tmp_path: Path, sub_
     import sqlite3
 
     con = sqlite3.connect(run_dir / "run.sqlite")
-    steps = [r[0] for r in con.execute("SELECT step FROM metrics WHERE key='reward_mean' ORDER BY step")]
+    steps = [r[0] for r in con.execute("SELECT step FROM metrics WHERE key='rollout/reward_mean' ORDER BY step")]
     assert steps == [1, 2, 3]
     assert os.path.exists(run_dir / "report.html")

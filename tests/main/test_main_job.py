@@ -50,7 +50,7 @@ def q(run: Path, sql: str) -> list[tuple]:
 
 
 def test_steps_signals_evals_and_progress(run_dir: Path) -> None:
-    assert [r[0] for r in q(run_dir, "SELECT DISTINCT step FROM metrics WHERE key='reward_mean' ORDER BY step")] == [1, 2, 3, 4]
+    assert [r[0] for r in q(run_dir, "SELECT DISTINCT step FROM metrics WHERE key='rollout/reward_mean' ORDER BY step")] == [1, 2, 3, 4]
     assert q(run_dir, "SELECT COUNT(*) FROM signals")[0][0] > 0
     assert {r[0] for r in q(run_dir, "SELECT phase FROM evals")} == {"before", "after"}
     out = (run_dir / "stdout.txt").read_text()

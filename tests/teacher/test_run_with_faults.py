@@ -24,7 +24,7 @@ def test_training_continues_through_teacher_faults(tmp_path: Path, sub_env: dict
     out = subprocess.run([*coevolve_cmd(), "run", str(cfg)], capture_output=True, text=True, env=sub_env, timeout=600)
     assert out.returncode == 0, out.stderr[-3000:] + out.stdout[-3000:]
     db = sqlite3.connect(tmp_path / "run" / "run.sqlite")
-    steps = [r[0] for r in db.execute("SELECT DISTINCT step FROM metrics WHERE key='reward_mean' ORDER BY step")]
+    steps = [r[0] for r in db.execute("SELECT DISTINCT step FROM metrics WHERE key='rollout/reward_mean' ORDER BY step")]
     assert steps == list(range(1, 9))
     rounds = [json.loads(r[0]) for r in db.execute("SELECT data FROM rounds")]
     assert rounds, "no evolution round ran"
