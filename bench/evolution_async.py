@@ -86,6 +86,7 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=2.0, help="simulated latency of one teacher call")
     ap.add_argument("--steps", type=int, default=12)
     ap.add_argument("--step-delay", type=float, default=1.0, help="simulated seconds of one training step")
+    ap.add_argument("--json", type=Path, default=None, metavar="PATH", help="also write the figures as JSON (bench/run_all.py)")
     args = ap.parse_args()
     DELAY = args.seconds
     with tempfile.TemporaryDirectory() as d:
@@ -98,6 +99,15 @@ def main() -> None:
     ratio = asyn["total"] / sync["total"]
     print(f"async wall time / sync wall time = {ratio:.2f} (baseline: sync, same run)")
     print(f"goal: async waited share <= 2.00%  ->  {'met' if asyn['share'] <= 0.02 else 'NOT met'}")
+    if args.json is not None:
+        sys.path.insert(0, str(Path(__file__).resolve().parent))
+        from benchlib import Figure, write_json
+
+        write_json(args.json, "evolution_async", [
+            Figure(name="async evolution: training waits", value=100 * asyn["share"], unit="% of wall", baseline=100 * sync["share"],
+                   baseline_label="sync mode", goal_on="value", goal_op="<=", goal=2.0),
+            Figure(name="async / sync wall time", value=asyn["total"], unit="s", baseline=sync["total"], baseline_label="sync mode"),
+        ], {"seconds": DELAY, "steps": args.steps, "step_delay": args.step_delay})
 
 
 if __name__ == "__main__":

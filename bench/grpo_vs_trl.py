@@ -22,6 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from benchlib import Figure, add_json_flag, write_json  # noqa: E402
 from grpo_common import summary, tiny_setup, timed  # noqa: E402
 
 
@@ -34,6 +35,7 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--hidden", type=int, default=64)
     ap.add_argument("--skip-trl", action="store_true")
+    add_json_flag(ap)
     args = ap.parse_args()
 
     import torch
@@ -108,6 +110,14 @@ def main() -> None:
     print(f"update phase (beta=0): {summary(updates)}; bare forward+backward+AdamW on the same {n_tok} tokens: {summary(bare_t)}")
     print(f"  ratio update/bare = {min(updates) / min(bare_t):.2f}x (goal <= 1.15x); with the KL reference (beta=1e-3): "
           f"{min(upd_ref) / min(bare_t):.2f}x")
+    figures = [
+        Figure(name="GRPO update vs bare fwd+bwd+AdamW", value=min(updates), unit="s", baseline=min(bare_t),
+               baseline_label="bare forward+backward+AdamW, same tokens", goal_op="<=", goal=1.15),
+        Figure(name="GRPO update with KL reference vs bare", value=min(upd_ref), unit="s", baseline=min(bare_t),
+               baseline_label="bare forward+backward+AdamW, same tokens", note="beta=1e-3"),
+    ]
+    params = {k: getattr(args, k) for k in ("steps", "prompts", "group", "tokens", "threads", "hidden")}
+    write_json(args.json, "grpo_vs_trl", figures, params)
 
     if args.skip_trl:
         return
@@ -153,6 +163,10 @@ def main() -> None:
     print(f"TRL GRPOTrainer full step: {summary(trl_times)}; ~{comp_tok} generated tokens/step -> {comp_tok / min(trl_times):.0f} tok/s (best)")
     print(f"  speed-up coevolve-grpo / TRL (best step time) = {min(trl_times) / min(ours):.2f}x (goal >= 1.3x); "
           f"median {statistics.median(trl_times) / statistics.median(ours):.2f}x")
+    figures.insert(0, Figure(name="GRPO full step vs TRL GRPOTrainer", value=min(ours), unit="s", baseline=min(trl_times),
+                             baseline_label="TRL GRPOTrainer, same model and batch", ratio=min(trl_times) / min(ours),
+                             goal_op=">=", goal=1.3, note="ratio = speed-up (TRL time / ours)"))
+    write_json(args.json, "grpo_vs_trl", figures, params)
 
 
 if __name__ == "__main__":

@@ -19,6 +19,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from benchlib import Figure, add_json_flag, write_json  # noqa: E402
 from grpo_common import tiny_setup  # noqa: E402
 
 
@@ -29,6 +30,7 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--hidden", type=int, default=64)
+    add_json_flag(ap)
     args = ap.parse_args()
 
     import torch
@@ -75,6 +77,10 @@ def main() -> None:
     print(f"raw model.generate:                              best {max(g_rates):.0f} tok/s, median {sorted(g_rates)[len(g_rates)//2]:.0f}")
     print(f"ratio rollout / raw generate: {max(r_rates) / max(g_rates):.2f} (best), "
           f"{sorted(r_rates)[len(r_rates)//2] / sorted(g_rates)[len(g_rates)//2]:.2f} (median); goal >= 0.8")
+    write_json(args.json, "rollout_vs_generate", [
+        Figure(name="rollout loop vs raw model.generate", value=max(r_rates), unit="tok/s", baseline=max(g_rates),
+               baseline_label="model.generate, same prompts and lengths", goal_op=">=", goal=0.8),
+    ], {k: getattr(args, k) for k in ("episodes", "tokens", "repeat", "threads", "hidden")})
 
 
 if __name__ == "__main__":

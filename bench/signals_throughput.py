@@ -37,6 +37,7 @@ import time
 import tracemalloc
 from collections import deque
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
@@ -218,6 +219,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--pydantic-records", type=int, default=20_000, help="records for the observe() comparison")
     ap.add_argument("--no-memory", action="store_true", help="skip the tracemalloc pass")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--json", type=Path, default=None, metavar="PATH", help="also write the figures as JSON (bench/run_all.py)")
     args = ap.parse_args(argv)
     if args.groups_per_step > args.tasks:
         ap.error("--groups-per-step cannot exceed --tasks (a step samples distinct tasks)")
@@ -280,6 +282,17 @@ def main(argv: list[str] | None = None) -> int:
               f"peak {(peak - base) / 2**20:.2f} MiB above the start")
         sizes = [len(json.dumps(d.state_dict())) for d in dets]
         print(f"checkpoint state (json): forgetting {sizes[0] / 1024:.0f} KiB, boundary {sizes[1]} B, rare {sizes[2] / 1024:.0f} KiB")
+    if args.json is not None:
+        sys.path.insert(0, str(Path(__file__).resolve().parent))
+        from benchlib import Figure, write_json
+
+        write_json(args.json, "signals_throughput", [
+            Figure(name="detectors core path, records/s", value=fast_rate, unit="records/s", baseline=naive_rate,
+                   baseline_label="naive pure Python", goal_on="value", goal_op=">=", goal=GOAL_RATE,
+                   note="marks equal the naive implementation's" if agree and naive_steps is steps else ""),
+            Figure(name="detectors pydantic observe(), records/s", value=py_rate, unit="records/s", baseline=fast_rate,
+                   baseline_label="core path"),
+        ], {"records": total, "pydantic_records": py_n})
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     rss_mib = rss / 2**20 if sys.platform == "darwin" else rss / 1024
     print(f"process peak RSS (synthetic data, interpreter and numpy included): {rss_mib:.0f} MiB")
