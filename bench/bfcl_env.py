@@ -31,6 +31,7 @@ def main() -> None:
     ap.add_argument("--category", default="base", choices=["base", "miss_func", "miss_param", "long_context"])
     ap.add_argument("--entries", type=int, default=200)
     ap.add_argument("--repeat", type=int, default=2)
+    ap.add_argument("--json", default=None, metavar="PATH", help="also write the figures as JSON (bench/run_all.py)")
     args = ap.parse_args()
 
     from coevolve_bfcl import _bfcl
@@ -107,6 +108,19 @@ def main() -> None:
     print(f"{'replays/s (with official grading)':<34}{ours_rps:>12.1f}{base_rps:>12.1f}{ours_rps / base_rps:>9.2f}   "
           f"bfcl executor on every turn + multi_turn_checker")
     print(f"(stepping loop wall time incl. resets: {stepping_wall:.2f}s for {int(env_steps)} steps)")
+    if args.json:
+        import sys
+        from pathlib import Path
+
+        sys.path.insert(0, str(Path(__file__).resolve().parent))
+        from benchlib import Figure, write_json
+
+        write_json(Path(args.json), "bfcl_env", [
+            Figure(name="BFCL env steps/s", value=ours_sps, unit="steps/s", baseline=base_sps,
+                   baseline_label="BFCL execute_multi_turn_func_call"),
+            Figure(name="BFCL env replays/s (official grading)", value=ours_rps, unit="replays/s", baseline=base_rps,
+                   baseline_label="BFCL executor + multi_turn_checker"),
+        ], {"category": args.category, "entries": len(tasks), "repeat": args.repeat})
 
 
 if __name__ == "__main__":
