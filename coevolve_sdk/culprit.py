@@ -27,7 +27,7 @@ from typing import Any, Iterator
 
 from .errors import CoEvolveError
 
-__all__ = ["ComponentError", "blame", "component_kind", "checked_tasks"]
+__all__ = ["ComponentError", "blame", "component_kind", "checked_tasks", "not_tasks_error"]
 
 #: base class name -> component kind, checked along the MRO (no imports: no cycles)
 _KIND_BY_BASE = {
@@ -132,23 +132,28 @@ def blame(component: Any, method: str, task: Any = None, kind: str | None = None
         raise ComponentError.wrap(e, component, method, task, kind) from e
 
 
-def checked_tasks(env: Any, split: str = "train") -> list[Any]:
-    """``env.tasks(split)``, with the contract checked: a list of ``Task`` records.
+def not_tasks_error(env: Any, split: str, got: Any) -> ComponentError:
+    """The error for ``env.tasks(split)`` having returned ``got``, which is not a list of Tasks."""
+    from .types import Task
 
-    A plugin returning dicts (or anything else) fails here with a message that says so, instead
-    of as an AttributeError deep in whatever reads the tasks first."""
+    if isinstance(got, list):
+        i, bad = next(((i, t) for i, t in enumerate(got) if not isinstance(t, Task)), (0, None))
+        what = f"item {i} of the list it returned is a {type(bad).__name__}, not a coevolve_sdk.Task"
+    else:
+        what = f"it returned a {type(got).__name__}, not a list of coevolve_sdk.Task"
+    klass = env if isinstance(env, type) else type(env)
+    return ComponentError("environment", getattr(klass, "name", "") or klass.__name__, f"{klass.__module__}.{klass.__qualname__}",
+                          f"tasks('{split}')", None, f"{what}; build Task(...) records (Task.model_validate(d) turns a dict into one)", [])
+
+
+def checked_tasks(env: Any, split: str = "train") -> list[Any]:
+    """``env.tasks(split)``, with the contract checked: a list of ``Task`` records, and any
+    exception from the environment named (AgentEnv subclasses check their own ``tasks``; this
+    also covers any other object that offers one)."""
     from .types import Task
 
     with blame(env, "tasks", kind="environment"):
         got = env.tasks(split)
     if not isinstance(got, list) or any(not isinstance(t, Task) for t in got):
-        if isinstance(got, list):
-            i, bad = next((i, t) for i, t in enumerate(got) if not isinstance(t, Task))
-            what = f"item {i} of the list it returned is a {type(bad).__name__}, not a coevolve_sdk.Task"
-        else:
-            what = f"it returned a {type(got).__name__}, not a list of coevolve_sdk.Task"
-        fix = "build Task(...) records (Task.model_validate(d) turns a dict into one)"
-        klass = type(env)
-        raise ComponentError("environment", getattr(env, "name", "") or klass.__name__, f"{klass.__module__}.{klass.__qualname__}",
-                             f"tasks('{split}')", None, f"{what}; {fix}", [])
+        raise not_tasks_error(env, split, got)
     return got

@@ -13,7 +13,19 @@ An implementer writes ``tasks``, ``tools``, ``begin``, ``act``, ``score`` and
 * ``step`` never raises for bad agent output: ``act`` reports it as an error message and the
   episode goes on (``AgentEnv.step`` also catches what ``act`` lets escape, as a last line);
 * the episode ends after ``options.max_steps`` agent actions (``truncated=True``);
-* the reward is 0 until the episode ends, then the environment's ``score()`` in [0, 1].
+* the reward is 0 until the episode ends, then the environment's ``score()`` in [0, 1];
+* ``tasks()`` returns ``Task`` records: a subclass's ``tasks`` is wrapped so that returning
+  anything else (dicts, say) fails at once with a message naming the environment, instead of
+  as an AttributeError wherever the tasks are first read.
+
+Life cycle of an instance: ``Env(options, context)`` (cheap: expensive set-up waits for the
+first use) → ``tasks(split)`` → for each episode ``reset(seed=..., options={"task": task})``
+(which calls ``begin(task)``) then ``step(action)`` until ``terminated`` or ``truncated`` (each
+calls ``act``; the last one also ``score``) → ``close()``. Between episodes the same instance
+is reused; the teacher and the validator get instances of their own and call ``sample_action``,
+``describe``, ``make_task`` and ``replay``. Tools built on typed methods, with all of the above
+derived, are :class:`coevolve_sdk.toolenv.ToolEnv`; ``coevolve check env NAME`` (or
+:func:`coevolve_sdk.testing.check_env`) checks every contract of this module.
 """
 
 from __future__ import annotations
@@ -61,6 +73,23 @@ class ReplayResult(BaseModel):
     errors: list[str] = Field(default_factory=list)
 
 
+def _checked_tasks(fn: Any) -> Any:
+    """Wrap an environment's ``tasks`` so that what it returns is checked to be Task records."""
+    import functools
+
+    @functools.wraps(fn)
+    def tasks(self: AgentEnv, split: str = "train") -> list[Task]:
+        got = fn(self, split)
+        if isinstance(got, list) and all(isinstance(t, Task) for t in got):
+            return got
+        from .culprit import not_tasks_error
+
+        raise not_tasks_error(self, split, got)
+
+    tasks._coevolve_checked = True  # type: ignore[attr-defined]
+    return tasks
+
+
 class AgentEnv(Component, gym.Env[str, str], ABC):
     """Base class of every CoEvolve environment.
 
@@ -71,6 +100,21 @@ class AgentEnv(Component, gym.Env[str, str], ABC):
     Built like every component, ``Env(options, context)``; gymnasium's
     ``gymnasium.make("coevolve/<name>-v0", max_steps=5, render_mode="ansi")`` passes the
     options as keywords instead, and both may be combined (keywords win).
+
+    Options: declare your own as a nested ``class Options(EnvOptions)`` with pydantic fields
+    (a ``description`` each: they are the documentation ``coevolve config schema`` prints);
+    a run config's ``environment.options`` is validated against it (unknown keys are errors)
+    and the instance reads them as ``self.options.<field>``.
+
+    Instance attributes during an episode: ``task`` (the Task being played), ``messages``
+    (the whole conversation: opening messages, then each action and its answers), ``steps``
+    (one ``Step`` per finished ``step`` call), ``done``, ``np_random`` (seeded by
+    ``reset(seed=...)``: draw every random choice from it so that episodes replay), ``options``
+    and ``context`` (the run, or None outside one).
+
+    Resetting to a given task goes through gymnasium's ``options``:
+    ``env.reset(seed=0, options={"task": task})`` (a ``Task`` or its dict); without a task,
+    ``reset`` draws one of ``tasks("train")`` with ``np_random``.
     """
 
     name: ClassVar[str] = ""
@@ -78,6 +122,16 @@ class AgentEnv(Component, gym.Env[str, str], ABC):
     Options: ClassVar[type[EnvOptions]] = EnvOptions
     metadata: ClassVar[dict[str, Any]] = {"render_modes": ["ansi"], "render_fps": 1}
     success_threshold: ClassVar[float] = 0.5
+    """The one definition of success: an episode whose ``score()`` is at least this value counts
+    as solved. It decides ``Trajectory.success`` in rollouts and evaluation and ``ReplayResult.success``
+    in validation; signal detectors read it from the environment class. Raise it for graded
+    scores (a rubric that gives 0.6 for a half-right answer), keep 0.5 for all-or-nothing ones."""
+    action_format: ClassVar[str | None] = None
+    """How an action looks, in words an LLM teacher can follow when it explores this environment
+    (it is put into the teacher's explore and abstract prompts). None means the SDK's default,
+    one or more ``<tool_call>{"name": ..., "arguments": {...}}</tool_call>`` blocks per message
+    (the format ``coevolve_sdk.actions`` parses); set it when your environment reads another
+    syntax (BFCL also accepts python-call syntax)."""
     concurrent_steps: ClassVar[bool] = False
     """Whether separate instances may run ``reset``/``step``/``score`` at the same time, each in
     its own thread. Set it to True when an instance keeps all its state to itself and mostly
@@ -120,6 +174,9 @@ class AgentEnv(Component, gym.Env[str, str], ABC):
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
+        own_tasks = cls.__dict__.get("tasks")
+        if inspect.isfunction(own_tasks) and not getattr(own_tasks, "_coevolve_checked", False):
+            cls.tasks = _checked_tasks(own_tasks)  # type: ignore[method-assign]
         # Register with gymnasium as soon as the class exists. This also covers the import
         # order where a plugin's own module is imported before coevolve_sdk has finished
         # loading plugins (the registry then cannot see the half-imported class yet).
@@ -135,7 +192,11 @@ class AgentEnv(Component, gym.Env[str, str], ABC):
     # ------------------------------------------------------------------ implementer's part
     @abstractmethod
     def tasks(self, split: str = "train") -> list[Task]:
-        """The environment's own tasks for a split (seed or benchmark tasks)."""
+        """The environment's own tasks for a split (seed or benchmark tasks), as ``Task`` records.
+
+        ``train`` feeds the seed pool and ``reset`` without a task; the evaluation split
+        (``eval.split``, usually ``test``) must not share tasks with it. Raise ValueError for a
+        split the environment does not have."""
 
     @abstractmethod
     def tools(self) -> list[ToolSpec]:
@@ -143,7 +204,11 @@ class AgentEnv(Component, gym.Env[str, str], ABC):
 
     @abstractmethod
     def begin(self, task: Task) -> list[dict[str, Any]]:
-        """Set up a fresh state for ``task`` and return the opening messages (system, user)."""
+        """Set up a fresh state for ``task`` and return the opening messages, a list of
+        ``{"role": ..., "content": ...}`` dicts (usually system, then user with ``task.query``).
+
+        Read what the state needs from ``task.payload``; a synthetic task's payload is what
+        ``make_task`` built, so both must agree on its keys."""
 
     @abstractmethod
     def act(self, action: str) -> Outcome:

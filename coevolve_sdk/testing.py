@@ -34,6 +34,7 @@ import numpy as np
 from pydantic import BaseModel, Field
 
 from .actions import format_tool_call
+from .culprit import ComponentError
 from .environment import AgentEnv
 from .errors import CoEvolveError
 from .types import Task, ToolSpec
@@ -233,6 +234,9 @@ class _Checker:
         for split in wanted:
             try:
                 got = self.env.tasks(split)
+            except ComponentError as e:  # AgentEnv's own check of what tasks() returned
+                problems.append(f"tasks('{split}'): {e.error}")
+                continue
             except Exception as e:
                 if split == "train" or self.splits_wanted:
                     problems.append(f"tasks('{split}') raised {_exc(e)}")

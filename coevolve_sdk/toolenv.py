@@ -104,22 +104,34 @@ class ToolError(Exception):
 class StateSampler:
     """Where ``sample_action`` draws an argument from; see :func:`from_state`."""
 
-    values: Callable[[Any], Iterable[Any]] | Sequence[Any]
+    values: Callable[..., Iterable[Any]] | Sequence[Any]
+    takes_drawn: bool = False
 
-    def candidates(self, env: Any) -> list[Any]:
-        return list(self.values(env) if callable(self.values) else self.values)
+    def candidates(self, env: Any, drawn: dict[str, Any] | None = None) -> list[Any]:
+        if not callable(self.values):
+            return list(self.values)
+        return list(self.values(env, dict(drawn or {})) if self.takes_drawn else self.values(env))
 
 
-def from_state(values: Callable[[Any], Iterable[Any]] | Sequence[Any]) -> StateSampler:
+def from_state(values: Callable[..., Iterable[Any]] | Sequence[Any]) -> StateSampler:
     """Mark an argument as drawn, in exploration, from values of the live environment.
 
     Use it inside ``Annotated``: ``key: Annotated[str, from_state(lambda env: sorted(env.store))]``
-    ("a key that exists"). ``values`` is a function of the environment or a fixed sequence. It
-    only steers ``sample_action``; validation still accepts any value of the type, so the agent
-    can ask for a key that does not exist and get the tool's own error. When the function
-    returns nothing (an empty store) the tool is not sampled at that moment.
+    ("a key that exists"). ``values`` is a fixed sequence, a function of the environment, or a
+    function of the environment and the arguments drawn so far (in signature order), for
+    arguments that depend on each other: ``from_state(lambda env, args: env.loans[args["member"]])``
+    ("a book this member has borrowed"). It only steers ``sample_action``; validation still
+    accepts any value of the type, so the agent can ask for a key that does not exist and get
+    the tool's own error. When there is nothing to draw (an empty store) the tool is not
+    sampled at that moment.
     """
-    if not callable(values) and (isinstance(values, (str, bytes)) or not isinstance(values, Iterable)):
+    if callable(values):
+        try:
+            params = [p for p in inspect.signature(values).parameters.values() if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+        except (TypeError, ValueError):
+            params = []
+        return StateSampler(values, takes_drawn=len(params) >= 2)
+    if isinstance(values, (str, bytes)) or not isinstance(values, Iterable):
         raise TypeError(f"from_state takes a function of the environment or a sequence of values, got {type(values).__name__}")
     return StateSampler(values)
 
@@ -531,7 +543,7 @@ class ToolEnv(AgentEnv):
         for a in t.args:
             if a.sampler is not None:
                 try:
-                    values = a.sampler.candidates(self)
+                    values = a.sampler.candidates(self, out)
                 except Exception as e:
                     raise RuntimeError(f"the sampler of argument '{a.name}' of tool '{t.name}' raised {type(e).__name__}: {e} "
                                        "(samplers read the live state: call reset() first)") from e

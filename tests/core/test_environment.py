@@ -76,3 +76,20 @@ def test_make_task_rejects_impossible_actions() -> None:
 
     with pytest.raises(ValueError, match="fails on the base state"):
         env.make_task(bad, base)
+
+
+def test_tasks_must_be_task_records() -> None:
+    """A subclass's tasks() is checked where it returns, so dicts never travel further."""
+    import pytest
+
+    from coevolve_sdk.culprit import ComponentError
+
+    class Dicts(KVStoreEnv):
+        name = ""
+
+        def tasks(self, split: str = "train") -> list:
+            return [t.model_dump() for t in super().tasks(split)]
+
+    with pytest.raises(ComponentError, match=r"environment 'Dicts' .* failed in tasks\('test'\): item 0 of the list it returned is a dict"):
+        Dicts().tasks("test")
+    assert len(KVStoreEnv().tasks("test")) == 16  # the base class's own call is checked too, and passes

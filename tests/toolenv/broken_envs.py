@@ -45,6 +45,10 @@ class DictTasks(KVStoreEnv):
         return [t.model_dump() for t in super().tasks(split)]
 
 
+class NamedDictTasks(DictTasks):
+    name = "dict-kv"
+
+
 class BadSampler(KVStoreEnv):
     """sample_action() reads keys that do not exist."""
 
@@ -78,4 +82,4 @@ class RaisingStep(KVStoreEnv):
 
 @hookimpl
 def register_environments() -> list[type]:
-    return [RaisingAct]
+    return [RaisingAct, NamedDictTasks]

@@ -51,7 +51,7 @@ def test_begin_returning_the_wrong_type() -> None:
 
 def test_tasks_returning_dicts() -> None:
     f = failed(b.DictTasks)
-    assert "tasks('train') returned 64 items that are not Task records; item 0 is a dict (use Task(**d) or Task.model_validate(d))" in f["tasks"]
+    assert "tasks('train'): item 0 of the list it returned is a dict, not a coevolve_sdk.Task; build Task(...) records (Task.model_validate(d)" in f["tasks"]
     report = check_env(b.DictTasks, raise_on_failure=False)
     assert report.result("replay").status == "skipped" and "needs begin" in report.result("replay").message
 

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import os
 import pickle
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -102,3 +106,25 @@ def test_exploration_names_the_environment_method_and_task() -> None:
         RandomExplorer().explore(env, task, ExplorationContext(signal_kind="seed", summary="s"))
     assert info.value.headline.startswith(f"environment 'sampler-bug' ({__name__}.SamplerBug) failed in sample_action() on task 'kv-0-4': IndexError")
     assert "sorted(self.store)[99]" in str(info.value)
+
+
+def test_a_run_on_an_environment_whose_tasks_are_dicts_says_so(tmp_path: Path) -> None:
+    """The issue's case: this used to surface as 'grpo trains a transformers model: set
+    context.policy ...' or an AttributeError in the tiny policy's tokenizer."""
+    repo = Path(__file__).resolve().parents[2]
+    cfg = tmp_path / "run.yaml"
+    cfg.write_text(
+        f"run_dir: {tmp_path / 'run'}\n"
+        "environment: {name: dict-kv, options: {max_steps: 4, train_tasks: 8, test_tasks: 4}}\n"
+        "policy: {name: tiny, options: {hidden_size: 32, layers: 1}}\n"
+        "algorithm: {name: grpo, options: {warm_start: {steps: 1}}}\n"
+        "training: {steps: 1, tasks_per_step: 2}\n"
+        "pool: {seed_tasks: 4, seed_source: env}\n"
+    )
+    env = dict(os.environ, COEVOLVE_PLUGIN_MODULES="tests.toolenv.broken_envs", PYTHONPATH=str(repo))
+    r = subprocess.run([sys.executable, "-m", "coevolve_sdk", "run", str(cfg), "--quiet"], cwd=repo, env=env,
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 2, r.stdout[-2000:] + r.stderr[-3000:]
+    assert r.stderr.startswith("Error: environment 'dict-kv' (tests.toolenv.broken_envs.NamedDictTasks) failed in tasks('train'): "
+                               "item 0 of the list it returned is a dict, not a coevolve_sdk.Task"), r.stderr[-3000:]
+    assert "Traceback" not in r.stderr and "context.policy" not in r.stderr

@@ -205,6 +205,29 @@ def test_sample_action_says_which_argument_needs_a_sampler() -> None:
         env.sample_action()
 
 
+class Loans(ToolEnv):
+    def setup(self, task: Task) -> None:
+        self.loans = {"ana": ["b1", "b2"], "ben": [], "cy": ["b3"]}
+
+    @tool
+    def give_back(self, member: Annotated[str, from_state(lambda env: sorted(m for m, b in env.loans.items() if b))],
+                  book: Annotated[str, from_state(lambda env, args: env.loans[args["member"]])]) -> str:
+        """Return a borrowed book."""
+        if book not in self.loans[member]:
+            raise ToolError(f"{member} has not borrowed {book}")
+        return "ok"
+
+    def tasks(self, split: str = "train") -> list[Task]:
+        return [Task(env="loans", query="q")]
+
+
+def test_a_sampler_can_depend_on_the_arguments_drawn_before_it() -> None:
+    env = Loans()
+    env.reset(seed=1)
+    pairs = {(c.arguments["member"], c.arguments["book"]) for c in (parse_tool_calls(env.sample_action())[0] for _ in range(200))}
+    assert pairs == {("ana", "b1"), ("ana", "b2"), ("cy", "b3")}
+
+
 def test_describe_phrases_calls_with_templates() -> None:
     env = fresh()
     from coevolve_sdk.types import Step
