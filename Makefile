@@ -53,3 +53,11 @@ docs: setup
 
 clean-run:
 	rm -rf $(RUN_DIR)
+
+# One table of every benchmark (figure, this project, baseline, ratio, goal, met?), sized to fit a
+# few minutes; written to runs/bench/results.json. BENCH_ARGS="--full" for the default sizes
+# (long), "--only scaling,main_job" for some. TRL is the GRPO bench's baseline (extra "bench").
+.PHONY: bench
+bench: setup
+	@$(PY) -c "import trl, datasets" 2>/dev/null || $(PIP) install -q -e "plugins/coevolve-grpo[bench]"
+	$(PY) bench/run_all.py $(BENCH_ARGS)
