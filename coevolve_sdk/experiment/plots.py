@@ -79,7 +79,8 @@ def make_plots(out: Path, summary: dict[str, Any], plan: dict[str, Any]) -> dict
         plt.close(fig)
 
     # 3. pool composition over training: tasks per origin, mean over seeds
-    pools = {n: summary[n]["evolution"].get("pool") for n in names if summary[n]["evolution"]}
+    trains = {a["name"] for a in plan["arms"] if a["trains"]}  # an arm that does not train has no pool over time
+    pools = {n: summary[n]["evolution"].get("pool") for n in names if summary[n]["evolution"] and n in trains}
     if pools:
         fig, ax = plt.subplots(figsize=(7, 3.8))
         for n, pool in pools.items():
@@ -103,7 +104,8 @@ def make_plots(out: Path, summary: dict[str, Any], plan: dict[str, Any]) -> dict
         width = 0.8 / max(1, len(evolving))
         for j, n in enumerate(evolving):
             rounds = summary[n]["evolution"]["rounds"]
-            per_kind = [sum(r["signals"].get(k, 0.0) for r in rounds.values()) / len(rounds) for k in kinds]
+            held = sum(r["seeds"] for r in rounds.values())  # a round's mean counts once per seed that had it
+            per_kind = [sum(r["signals"].get(k, 0.0) * r["seeds"] for r in rounds.values()) / held for k in kinds]
             ax1.bar([i + j * width for i in range(len(kinds))], per_kind, width=width, color=colors[n], label=n)
             xs = [int(r) for r in rounds]
             ax2.plot(xs, [rounds[r]["admitted"] for r in rounds], marker="o", color=colors[n], label=f"{n} admitted")
@@ -112,6 +114,7 @@ def make_plots(out: Path, summary: dict[str, Any], plan: dict[str, Any]) -> dict
         ax1.set_ylabel("signals per round (mean)")
         ax1.set_title("Signals handed to the teacher, by kind")
         ax1.legend(fontsize=8)
+        ax2.xaxis.get_major_locator().set_params(integer=True)
         ax2.set_xlabel("evolution round")
         ax2.set_ylabel("tasks (mean over seeds)")
         ax2.set_title("Tasks proposed and admitted per round")

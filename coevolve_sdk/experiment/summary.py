@@ -65,6 +65,8 @@ def _evolution(runs: dict[str, RunData], steps: int) -> dict[str, Any]:
     n = len(runs)
     if n == 0:
         return {}
+    # a round's numbers are means over the seeds that reached it (a round may happen in one
+    # seed only: no signals, no round); rounds_per_run says how many rounds a run had
     per_round: dict[int, dict[str, Any]] = defaultdict(lambda: {"step": [], "signals": defaultdict(float), "admitted": [], "proposed": []})
     detected: dict[str, float] = defaultdict(float)
     pool: dict[str, list[float]] = {}
@@ -73,7 +75,7 @@ def _evolution(runs: dict[str, RunData], steps: int) -> dict[str, Any]:
             r = per_round[rd["round"]]
             r["step"].append(rd["step"])
             for kind, count in rd["by_kind"].items():
-                r["signals"][kind] += count / n
+                r["signals"][kind] += count
             r["admitted"].append(rd["accepted"])
             r["proposed"].append(rd["candidates"])
         for _, kind, count in data.signal_counts:
@@ -86,13 +88,14 @@ def _evolution(runs: dict[str, RunData], steps: int) -> dict[str, Any]:
                     for x in range(min(max(s, 0), steps), steps + 1):
                         series[x] += count / n
     rounds = {
-        str(r): {"step": min(v["step"]), "signals": dict(v["signals"]), "admitted": _mean(v["admitted"]), "proposed": _mean(v["proposed"]),
-                 "seeds": len(v["admitted"])}
+        str(r): {"step": min(v["step"]), "signals": {k: c / len(v["step"]) for k, c in v["signals"].items()},
+                 "admitted": _mean(v["admitted"]), "proposed": _mean(v["proposed"]), "seeds": len(v["step"])}
         for r, v in sorted(per_round.items())
     }
     admitted = [a for v in per_round.values() for a in v["admitted"]]
     return {
         "rounds": rounds,
+        "rounds_per_run": len(admitted) / n,
         "signals_detected": dict(detected),
         "admitted_per_round": _mean(admitted) if admitted else None,
         "pool": {"steps": list(range(steps + 1)), "by_origin": pool},
@@ -200,7 +203,7 @@ def _markdown(summary: dict[str, Any], plan: dict[str, Any]) -> str:
         if not arm["changes"]:
             lines.append("    - nothing: the base config as it is")
     lines += ["", "## What evolution did (means over finished seeds)", "",
-              "| arm | rounds | signals handed to the teacher per round, by kind | admitted per round | signals detected per run, by kind | final pool |",
+              "| arm | rounds per run | signals handed to the teacher per round, by kind | admitted per round | signals detected per run, by kind | final pool |",
               "|---|---|---|---|---|---|"]
     for arm in plan["arms"]:
         ev = summary[arm["name"]]["evolution"]
@@ -209,10 +212,11 @@ def _markdown(summary: dict[str, Any], plan: dict[str, Any]) -> str:
             continue
         rounds = ev["rounds"]
         kinds: dict[str, float] = defaultdict(float)
+        held = sum(r["seeds"] for r in rounds.values())
         for r in rounds.values():
             for k, v in r["signals"].items():
-                kinds[k] += v / len(rounds)
-        lines.append(f"| {arm['name']} | {len(rounds)} | {', '.join(f'{k} {v:.1f}' for k, v in sorted(kinds.items())) or '–'} | "
+                kinds[k] += v * r["seeds"] / held
+        lines.append(f"| {arm['name']} | {ev['rounds_per_run']:.1f} | {', '.join(f'{k} {v:.1f}' for k, v in sorted(kinds.items())) or '–'} | "
                      f"{_f(ev['admitted_per_round'], 1)} | {', '.join(f'{k} {v:.1f}' for k, v in sorted(ev['signals_detected'].items())) or '–'} | "
                      f"{', '.join(f'{o} {v:.1f}' for o, v in sorted(ev['final_pool'].items()))} |")
     missing = [f"{r} ({st})" for r, st in info["runs"].items() if st != "finished"]

@@ -49,6 +49,8 @@ def summarized(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
             if arm == "coevolve":
                 store.add_tasks([Task(env="kvstore", query=f"synthetic {seed} {i}", origin="synthetic") for i in range(3)], step=4)
                 store.record_round(1, 4, {"by_kind": {"boundary": 2, "rare": seed}, "accepted": 3, "candidates": 5})
+                if seed == 0:  # a second round in one seed only
+                    store.record_round(2, 8, {"by_kind": {"forgetting": 4}, "accepted": 1, "candidates": 2})
             if arm == "coevolve" and seed == 2:  # still training: no final row, not finished
                 store.set_meta("status", "running")
             else:
@@ -88,7 +90,10 @@ def test_curves_signals_and_pool(summarized: tuple[Path, dict]) -> None:
     assert s["zero-shot"]["curve"]["steps"] == [0]
     ev = s["coevolve"]["evolution"]  # over the two finished seeds
     assert ev["rounds"]["1"]["signals"] == pytest.approx({"boundary": 2.0, "rare": 0.5})
-    assert ev["rounds"]["1"]["admitted"] == 3.0 and ev["rounds"]["1"]["proposed"] == 5.0 and ev["admitted_per_round"] == 3.0
+    assert ev["rounds"]["1"]["admitted"] == 3.0 and ev["rounds"]["1"]["proposed"] == 5.0 and ev["rounds"]["1"]["seeds"] == 2
+    # a round only one seed reached is that seed's numbers, not halved by the seed without it
+    assert ev["rounds"]["2"] == {"step": 8, "signals": {"forgetting": 4.0}, "admitted": 1.0, "proposed": 2.0, "seeds": 1}
+    assert ev["rounds_per_run"] == 1.5 and ev["admitted_per_round"] == pytest.approx(7 / 3)
     pool = ev["pool"]
     assert pool["steps"] == list(range(9))
     assert pool["by_origin"]["seed"] == [2.0] * 9
