@@ -345,15 +345,12 @@ experiment_app = typer.Typer(
 app.add_typer(experiment_app, name="experiment")
 
 
-def _print_experiment(summary: dict[str, Any], out: Path) -> None:
-    info = summary["_experiment"]
+def _print_experiment(summary: dict[str, Any], info: dict[str, Any], out: Path) -> None:
     t = Table(title=f"{info['metric']['key']} on '{info['split']}' (95% CI, Student t over seeds)")
     for col in ("arm", "n", "mean", "95% CI", f"paired diff vs {info['baseline']}" if info["baseline"] else ""):
         if col:
             t.add_column(col)
     for name, a in summary.items():
-        if name == "_experiment":
-            continue
         ci = "–" if not a["ci95"] else f"[{a['ci95'][0]:.3f}, {a['ci95'][1]:.3f}]"
         row = [name, str(a["n"]), "–" if a["mean"] is None else f"{a['mean']:.3f}", ci]
         if info["baseline"]:
@@ -362,7 +359,7 @@ def _print_experiment(summary: dict[str, Any], out: Path) -> None:
                        f"{p['mean']:+.3f}" + ("" if not p["ci95"] else f" [{p['ci95'][0]:+.3f}, {p['ci95'][1]:+.3f}]"))
         t.add_row(*row)
     console.print(t)
-    console.print(f"wrote {out / 'summary.json'}, summary.csv, summary.md and experiment.html", markup=False)
+    console.print(f"wrote {out / 'summary.json'}, summary-info.json, summary.csv, summary.md and experiment.html", markup=False)
 
 
 @experiment_app.command("run")
@@ -383,14 +380,14 @@ def experiment_run(
             err_console.print(f"note: teacher budget: {teacher['note']}", markup=False)
         again = f"coevolve experiment {experiment} --jobs {jobs} --dir {exp.out}"
         result = run_experiment(exp, jobs, console, again)
-        summary = summarize(exp.out)
+        summary, info = summarize(exp.out)
     except CoEvolveError as e:
         _fail(e)
         return
     except KeyboardInterrupt:  # while loading or summarising: no run is running then
         err_console.print("Interrupted. Run the same command again to continue.", markup=False)
         raise typer.Exit(130) from None
-    _print_experiment(summary, exp.out)
+    _print_experiment(summary, info, exp.out)
     for label, why in result.failed:
         err_console.print(f"run {label} failed: {why}", markup=False)
     if result.failed or result.stopped:
@@ -405,11 +402,11 @@ def experiment_summarize(out_dir: Path = typer.Argument(..., help="An experiment
     from .experiment.summary import summarize
 
     try:
-        summary = summarize(out_dir)
+        summary, info = summarize(out_dir)
     except CoEvolveError as e:
         _fail(e)
         return
-    _print_experiment(summary, out_dir)
+    _print_experiment(summary, info, out_dir)
 
 
 def main() -> None:

@@ -19,7 +19,7 @@ def _ci(ci: Any) -> str:
     return "–" if not ci else f"[{ci[0]:.3f}, {ci[1]:.3f}]"
 
 
-def write_page(out: Path, summary: dict[str, Any], plan: dict[str, Any]) -> Path:
+def write_page(out: Path, summary: dict[str, Any], info: dict[str, Any], plan: dict[str, Any]) -> Path:
     e = html.escape
     try:
         plots = make_plots(out, summary, plan)
@@ -47,7 +47,7 @@ def write_page(out: Path, summary: dict[str, Any], plan: dict[str, Any]) -> Path
     )
     checks = plan["checks"]
     figs = "".join(f'<figure><img src="{e(src)}" alt="{e(title)}"><figcaption>{e(title)}</figcaption></figure>' for title, src in plots.items())
-    not_finished = [f"{r} ({st})" for r, st in summary["_experiment"]["runs"].items() if st != "finished"]
+    not_finished = [f"{r} ({st})" for r, st in info["runs"].items() if st != "finished"]
     page = f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>CoEvolve experiment: {e(Path(plan['source']).name)}</title>
 <style>

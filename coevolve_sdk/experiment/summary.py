@@ -21,9 +21,7 @@ from ..errors import CoEvolveError
 from .runs import RunData, read_run
 from .stats import describe, paired_difference
 
-__all__ = ["summarize", "EXPERIMENT_KEY", "load_plan"]
-
-EXPERIMENT_KEY = "_experiment"  # arm names start with a letter or digit, so this cannot clash
+__all__ = ["summarize", "aggregate", "load_plan"]
 
 
 def load_plan(out: Path) -> dict[str, Any]:
@@ -103,7 +101,9 @@ def _evolution(runs: dict[str, RunData], steps: int) -> dict[str, Any]:
     }
 
 
-def aggregate(out: Path, plan: dict[str, Any]) -> dict[str, Any]:
+def aggregate(out: Path, plan: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Per arm results (what summary.json holds: only arms at its top level) and the
+    experiment-level facts (summary-info.json): metric, checks, each run's status."""
     key, split, baseline = plan["metric"]["key"], plan["split"], plan.get("baseline")
     seeds = [str(s) for s in plan["seeds"]]
     summary: dict[str, Any] = {}
@@ -132,11 +132,11 @@ def aggregate(out: Path, plan: dict[str, Any]) -> dict[str, Any]:
         for arm in plan["arms"]:
             if arm["name"] != baseline:
                 summary[arm["name"]]["paired_vs_baseline"] = {"baseline": baseline, **paired_difference(summary[arm["name"]]["seeds"], summary[baseline]["seeds"])}
-    summary[EXPERIMENT_KEY] = {
+    info = {
         "metric": plan["metric"], "split": split, "baseline": baseline, "seeds": plan["seeds"], "source": plan["source"],
         "description": plan.get("description", ""), "checks": plan["checks"], "runs": statuses,
     }
-    return summary
+    return summary, info
 
 
 def _f(x: Any, digits: int = 3) -> str:
@@ -162,8 +162,7 @@ def _csv(summary: dict[str, Any], plan: dict[str, Any]) -> str:
     return buf.getvalue()
 
 
-def _markdown(summary: dict[str, Any], plan: dict[str, Any]) -> str:
-    info = summary[EXPERIMENT_KEY]
+def _markdown(summary: dict[str, Any], info: dict[str, Any], plan: dict[str, Any]) -> str:
     baseline = plan.get("baseline")
     lines = [f"# Experiment {Path(plan['source']).name}", ""]
     if plan.get("description"):
@@ -233,14 +232,16 @@ def _write(path: Path, text: str) -> None:
     tmp.replace(path)
 
 
-def summarize(out: Path) -> dict[str, Any]:
-    """Write summary.json/csv/md, the plots and experiment.html for the experiment in ``out``."""
+def summarize(out: Path) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Write summary.json (arms only), summary-info.json, summary.csv/md, the plots and
+    experiment.html for the experiment in ``out``; returns (arms, info)."""
     plan = load_plan(out)
-    summary = aggregate(out, plan)
+    summary, info = aggregate(out, plan)
     _write(out / "summary.json", json.dumps(summary, indent=2, allow_nan=False))
+    _write(out / "summary-info.json", json.dumps(info, indent=2, allow_nan=False))
     _write(out / "summary.csv", _csv(summary, plan))
-    _write(out / "summary.md", _markdown(summary, plan))
+    _write(out / "summary.md", _markdown(summary, info, plan))
     from .page import write_page
 
-    write_page(out, summary, plan)
-    return summary
+    write_page(out, summary, info, plan)
+    return summary, info

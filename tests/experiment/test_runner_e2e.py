@@ -127,7 +127,9 @@ def test_interrupted_and_killed_experiment_resumes_and_summarises(tmp_path: Path
         assert a["curve"]["steps"] == [0, 1, 2]  # before, during (eval.every=1), after
     paired = summary["coevolve"]["paired_vs_baseline"]
     assert paired["baseline"] == "static" and paired["n"] == 2 and all(math.isfinite(x) for x in paired["ci95"])
-    assert summary["_experiment"]["runs"] == {f"{a}/seed-{s}": "finished" for a in ARMS for s in SEEDS}
+    assert list(summary) == ARMS
+    info = json.loads((out / "summary-info.json").read_text())
+    assert info["runs"] == {f"{a}/seed-{s}": "finished" for a in ARMS for s in SEEDS}
     for name in ("summary.csv", "summary.md", "experiment.html", "plots/final.png", "plots/curves.png"):
         assert (out / name).stat().st_size > 0, name
     # each run is an ordinary run folder: the existing commands read it

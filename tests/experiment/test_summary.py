@@ -28,7 +28,7 @@ def no_nan(x: str) -> None:
 
 
 @pytest.fixture(scope="module")
-def summarized(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
+def summarized(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict, dict]:
     """Stores of 3 arms x 3 seeds with known evaluations, rounds and tasks, summarised once."""
     tmp_path = tmp_path_factory.mktemp("experiment")
     doc = {"base": str(REPO / "examples" / "kvstore-tiny.yaml"), "seeds": [0, 1, 2], "baseline": "static",
@@ -58,11 +58,11 @@ def summarized(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
                     store.record_eval(8, "after", "test", {"tasks": 16, "success_rate": value, "mean_score": value})
                 store.set_meta("status", "finished")
             store.close()
-    return exp.out, summarize(exp.out)
+    return (exp.out, *summarize(exp.out))
 
 
-def test_statistics_per_arm_and_paired(summarized: tuple[Path, dict]) -> None:
-    experiment, s = summarized
+def test_statistics_per_arm_and_paired(summarized: tuple[Path, dict, dict]) -> None:
+    experiment, s, info = summarized
     z, st, co = s["zero-shot"], s["static"], s["coevolve"]
     # the zero-shot arm is judged on its only evaluation, the one before training
     assert z["metric_phase"] == "before" and z["seeds"] == {"0": 0.0, "1": 0.125, "2": 0.0}
@@ -77,12 +77,14 @@ def test_statistics_per_arm_and_paired(summarized: tuple[Path, dict]) -> None:
     sd = 0.125 / math.sqrt(2)
     assert p["baseline"] == "static" and p["seeds"] == pytest.approx({"0": 0.25, "1": 0.125}) and p["n"] == 2
     assert p["ci95"] == pytest.approx([0.1875 - T1 * sd / math.sqrt(2), 0.1875 + T1 * sd / math.sqrt(2)], abs=1e-5)
-    assert s["_experiment"]["runs"]["coevolve/seed-2"] == "running"
-    assert s["_experiment"]["checks"]["compute"]["equal"]
-    json.loads((experiment / "summary.json").read_text(), parse_constant=no_nan)
+    assert info["runs"]["coevolve/seed-2"] == "running" and info["checks"]["compute"]["equal"]
+    # summary.json maps arm names to results and nothing else (docs/evidence/results.json is a copy)
+    on_disk = json.loads((experiment / "summary.json").read_text(), parse_constant=no_nan)
+    assert list(on_disk) == list(AFTER) and all({"seeds", "mean", "ci95"} <= set(v) for v in on_disk.values())
+    assert json.loads((experiment / "summary-info.json").read_text(), parse_constant=no_nan) == info
 
 
-def test_curves_signals_and_pool(summarized: tuple[Path, dict]) -> None:
+def test_curves_signals_and_pool(summarized: tuple[Path, dict, dict]) -> None:
     s = summarized[1]
     c = s["static"]["curve"]
     assert c["steps"] == [0, 4, 8] and c["n"] == [3, 3, 3]
@@ -102,7 +104,7 @@ def test_curves_signals_and_pool(summarized: tuple[Path, dict]) -> None:
     assert s["static"]["evolution"]["rounds"] == {} and s["static"]["evolution"]["admitted_per_round"] is None
 
 
-def test_files_a_person_reads(summarized: tuple[Path, dict]) -> None:
+def test_files_a_person_reads(summarized: tuple[Path, dict, dict]) -> None:
     experiment = summarized[0]
     rows = list(csv.DictReader((experiment / "summary.csv").open()))
     assert [r["arm"] for r in rows] == ["zero-shot", "static", "coevolve"]
