@@ -41,7 +41,7 @@ MAY_CHANGE_ON_RESUME = (
     "run_dir", "plugins",
     "training.steps", "training.checkpoint_every", "training.keep_checkpoints",
     "eval.every", "eval.max_tasks", "eval.before", "eval.after",
-    "evolution.workers", "rollout.env_workers",
+    "evolution.workers", "rollout.env_workers", "store.compress_trajectories",
 )
 
 
@@ -125,6 +125,7 @@ class RunFolder:
                               f"again from step 0 with `coevolve run --resume {self.path} --restart`, or choose another run_dir.")
         resume = resume and not restart
         store = self.open_store(resume=resume)
+        store.compress = cfg.store.compress_trajectories
         config = cfg.model_dump(mode="json")
         if not resume:
             (self.path / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
@@ -250,12 +251,15 @@ def check_resume_config(stored: dict[str, Any] | None, cfg: RunConfig, registry:
     that may not change on resume unless ``allow``."""
     if not stored:
         return []
+    new = cfg.model_dump(mode="json")
     try:
         stored_full = RunConfig.model_validate(stored).model_dump(mode="json")
-    except ValidationError:
-        stored_full = stored  # written by another version: compare what is there
-    new = cfg.model_dump(mode="json")
-    diffs = [(p, a, b) for p, a, b in config_differences(stored_full, new) if p != "run_dir"]
+        diffs = config_differences(stored_full, new)
+    except ValidationError:  # written by another version: compare the settings it has
+        have: dict[str, Any] = {}
+        _flatten(stored, "", have)
+        diffs = [d for d in config_differences(stored, new) if d[0] in have]
+    diffs = [(p, a, b) for p, a, b in diffs if p != "run_dir"]
     refused = [(p, a, b) for p, a, b in diffs if not _may_change(p, cfg, registry)]
     lines = [f"{p}: {json.dumps(a, default=str)} -> {json.dumps(b, default=str)}" for p, a, b in diffs]
     if refused and not allow:

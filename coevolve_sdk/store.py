@@ -17,6 +17,7 @@ import json
 import sqlite3
 import threading
 import time
+import zlib
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
@@ -104,9 +105,12 @@ class RunStore:
     ``read_only=True`` opens an existing file without ever writing to it (no schema, no
     migration) and fails with ``StoreDamaged`` when it is missing or not a run store."""
 
-    def __init__(self, path: str | Path, *, read_only: bool = False, check: bool = False) -> None:
+    def __init__(self, path: str | Path, *, read_only: bool = False, check: bool = False, compress: bool = False) -> None:
         self.path = Path(path)
         self.read_only = read_only
+        # store.compress_trajectories: trajectories written from now on are zlib-compressed JSON
+        # (a BLOB); rows of either kind are read back, so the setting may change on resume
+        self.compress = compress
         self._lock = threading.RLock()
         if read_only:
             if not self.path.is_file():
@@ -249,13 +253,24 @@ class RunStore:
             "SELECT step_admitted, origin, COUNT(*) FROM tasks WHERE split = 'train' GROUP BY step_admitted, origin ORDER BY step_admitted")]
 
     # ---------------------------------------------------------------- step records
+    def _traj_data(self, t: Trajectory) -> str | bytes:
+        """A trajectory row's ``data``: its JSON without the token arrays, compressed when asked
+        (text of agent turns and observations compresses about 4x; a paper-size run's store is
+        0.2-2.3 GB plain, see docs/performance.md)."""
+        text = t.without_tokens().model_dump_json()
+        return zlib.compress(text.encode(), 6) if self.compress else text
+
+    @staticmethod
+    def _traj_json(data: str | bytes) -> str | bytes:
+        return zlib.decompress(data) if isinstance(data, bytes) else data
+
     def record_step(self, step: int, trajectories: list[Trajectory], signals: list[Signal], metrics: dict[str, float]) -> None:
         """All of one step's records in one transaction: either the whole step is there or none of it."""
         with self._tx() as c:
             for t in trajectories:
                 c.execute(
                     "INSERT OR REPLACE INTO trajectories(id, step, task_id, score, success, phase, data) VALUES (?,?,?,?,?,?,?)",
-                    (t.id, step, t.task_id, t.score, int(t.success), "train", t.without_tokens().model_dump_json()),
+                    (t.id, step, t.task_id, t.score, int(t.success), "train", self._traj_data(t)),
                 )
                 c.execute("INSERT INTO history(task_id, step, score, trajectory_id) VALUES (?,?,?,?)", (t.task_id, step, t.score, t.id))
             for s in signals:
@@ -276,7 +291,7 @@ class RunStore:
             for t in trajectories:
                 c.execute(
                     "INSERT OR REPLACE INTO trajectories(id, step, task_id, score, success, phase, data) VALUES (?,?,?,?,?,?,?)",
-                    (t.id, step, t.task_id, t.score, int(t.success), phase, t.without_tokens().model_dump_json()),
+                    (t.id, step, t.task_id, t.score, int(t.success), phase, self._traj_data(t)),
                 )
 
     def truncate_after(self, step: int, after_round: int | None = None) -> None:  # TODO(loop rewrite): drop
@@ -329,7 +344,7 @@ class RunStore:
 
     def get_trajectory(self, traj_id: str) -> Trajectory | None:
         rows = self._query("SELECT data FROM trajectories WHERE id = ?", (traj_id,))
-        return Trajectory.model_validate_json(rows[0][0]) if rows else None
+        return Trajectory.model_validate_json(self._traj_json(rows[0][0])) if rows else None
 
     def get_signal(self, signal_id: str) -> Signal | None:
         rows = self._query("SELECT data FROM signals WHERE id = ?", (signal_id,))
@@ -479,7 +494,7 @@ class RunStore:
             for t in trajectories or []:
                 c.execute(
                     "INSERT OR REPLACE INTO trajectories(id, step, task_id, score, success, phase, data) VALUES (?,?,?,?,?,?,?)",
-                    (t.id, step, t.task_id, t.score, int(t.success), f"eval-{phase}", t.without_tokens().model_dump_json()),
+                    (t.id, step, t.task_id, t.score, int(t.success), f"eval-{phase}", self._traj_data(t)),
                 )
 
     def evals(self) -> list[dict[str, Any]]:
