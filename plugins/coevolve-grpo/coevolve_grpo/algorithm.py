@@ -26,6 +26,8 @@ from coevolve_sdk.context import RunContext
 from coevolve_sdk.policy import TrainablePolicy
 from coevolve_sdk.types import RolloutGroup, Task
 
+from .packing import Example, micro_batches, sample_batches
+
 __all__ = ["GRPO", "GRPOOptions", "WarmStartOptions"]
 
 
@@ -37,6 +39,15 @@ class WarmStartOptions(BaseModel):
     batch_size: int = Field(8, ge=1, description="Conversations per optimiser step (over all processes).")
     max_grad_norm: float | None = Field(1.0, gt=0)
     reset_reference: bool = Field(True, description="Take the KL reference from the warm-started model (else: the initial one).")
+    layout: Literal["buckets", "packed"] = Field(
+        "buckets",
+        description="buckets: the batch sorted by length into micro-batches with little padding; packed: conversations "
+        "concatenated into rows (pays off with a variable-length attention kernel such as flash_attention_2).",
+    )
+    micro_batch_tokens: int = Field(
+        2048, ge=1, description="Tokens per forward/backward (padded rows x width, or the packed row's length); "
+        "a longer conversation gets one of its own. Bounds the warm start's peak memory."
+    )
 
 
 class GRPOOptions(BaseModel):
@@ -305,8 +316,9 @@ class GRPO(Algorithm):
         dev = self.accelerator.device
         return ids.to(dev), attn.to(dev), mask.to(dev), max(1, min(first, width - 1))
 
-    def _logprobs(self, model: Any, ids: Any, attn: Any, first: int) -> Any:
-        """``lp[:, t] = log p(ids[t] | ids[:t])`` for ``t >= first`` (zeros before), shape [B, L]."""
+    def _logprobs(self, model: Any, ids: Any, attn: Any, first: int, positions: Any = None) -> Any:
+        """``lp[:, t] = log p(ids[t] | ids[:t])`` for ``t >= first`` (zeros before), shape [B, L].
+        ``positions``: position ids of packed rows (restarting at each conversation)."""
         import torch
 
         from .losses import selective_logprobs
@@ -316,10 +328,15 @@ class GRPO(Algorithm):
         # Rows are right-padded, so under causal attention no real token ever sees a pad: the
         # padding mask can be dropped, which lets attention take its fused causal path. Pad
         # positions produce garbage that the zero loss weights discard.
+        # No KV cache in a training forward (transformers builds one by default, and with one it
+        # ignores the packing that restarting position ids announce).
+        extra: dict[str, Any] = {"use_cache": False}
+        if positions is not None:
+            extra["position_ids"] = positions
         if self._uses_logits_to_keep and keep < width:
-            logits = model(input_ids=ids, logits_to_keep=keep).logits
+            logits = model(input_ids=ids, logits_to_keep=keep, **extra).logits
         else:
-            logits = model(input_ids=ids).logits[:, first - 1 :, :]
+            logits = model(input_ids=ids, **extra).logits[:, first - 1 :, :]
         lp = selective_logprobs(logits[:, :-1, :], ids[:, first:])
         return torch.nn.functional.pad(lp, (first, 0))
 
@@ -614,28 +631,22 @@ class GRPO(Algorithm):
         module = self.policy.module
         params = [p for p in module.parameters() if p.requires_grad]
         opt = torch.optim.AdamW(params, lr=ws.lr, weight_decay=0.0)
-        gen = torch.Generator().manual_seed(self.context.seed + 17)
         losses: list[float] = []
         t0 = time.perf_counter()
         module.train()
         tokens = 0.0
-        for step_i in range(ws.steps):
+        processed = 0.0
+        for step_i, idx in enumerate(sample_batches(len(examples), ws.steps, ws.batch_size, self.context.seed + 17)):
             if self.is_main_process:
                 self.context.progress("warm start", step_i, ws.steps)
-            idx = torch.randint(len(examples), (ws.batch_size,), generator=gen).tolist()
-            seqs = [_Seq(examples[i][0], examples[i][1], [0.0] * len(examples[i][0]), 0.0, 0) for i in idx]
-            ids, attn, mask, first = self._batch(seqs)
-            n_tok = float(mask.sum())
-            with self.accelerator.autocast():
-                lp = self._logprobs(module, ids, attn, first)
-            loss = -(lp * mask).sum() / max(n_tok, 1.0)
-            loss.backward()
+            loss, n_tok, n_in = self.sft_backward(module, [examples[i] for i in idx])
             if ws.max_grad_norm is not None:
                 torch.nn.utils.clip_grad_norm_(params, ws.max_grad_norm)
             opt.step()
             opt.zero_grad(set_to_none=True)
-            losses.append(float(loss.detach()))
+            losses.append(loss)
             tokens += n_tok
+            processed += n_in
         if self.is_main_process:
             self.context.progress("warm start", ws.steps, ws.steps)
         self.counters.warm_started = True
@@ -643,6 +654,7 @@ class GRPO(Algorithm):
         if reset:
             self._snapshot_reference()
         self._dirty = "reset_reference" if reset else True
+        elapsed = time.perf_counter() - t0
         head = losses[: max(1, len(losses) // 10)]
         tail = losses[-max(1, len(losses) // 10) :]
         return {
@@ -651,8 +663,42 @@ class GRPO(Algorithm):
             "warm_start_loss_first": sum(head) / len(head),
             "warm_start_loss_last": sum(tail) / len(tail),
             "warm_start_tokens": tokens,
-            "warm_start_seconds": time.perf_counter() - t0,
+            "warm_start_input_tokens": processed,
+            "warm_start_seconds": elapsed,
+            "warm_start_tokens_per_s": processed / elapsed if elapsed > 0 else 0.0,
         }
+
+    def sft_backward(self, module: Any, batch: list[Example]) -> tuple[float, float, float]:
+        """Forward and backward of the warm start's loss on one batch of conversations, laid out
+        as ``warm_start.layout`` says: the token mean of ``-log p`` over the agent tokens (each
+        conversation's first token excluded, as in the GRPO update), whatever the layout.
+
+        Leaves the gradients in ``module``'s parameters; returns (loss, agent tokens, real
+        tokens forwarded)."""
+        import torch
+
+        ws = self.options.warm_start  # type: ignore[attr-defined]
+        n_tok = float(sum(sum(m[1:]) for _, m in batch))
+        dev = self.accelerator.device
+        pad = self.policy.pad_token_id
+        loss_sum = 0.0
+        for mb in micro_batches(batch, ws.layout, ws.micro_batch_tokens):
+            width = max(len(r) for r in mb.ids)
+            ids = torch.full((len(mb.ids), width), pad, dtype=torch.long)
+            mask = torch.zeros((len(mb.ids), width), dtype=torch.float32)
+            for r, (row, m) in enumerate(zip(mb.ids, mb.mask)):
+                ids[r, : len(row)] = torch.tensor(row, dtype=torch.long)
+                mask[r, : len(row)] = torch.tensor(m, dtype=torch.float32)
+            nz = torch.nonzero(mask.sum(0))
+            first = max(1, min(int(nz[0]) if len(nz) else width - 1, width - 1))
+            positions = torch.tensor(mb.positions, dtype=torch.long, device=dev) if mb.positions is not None else None
+            ids, mask = ids.to(dev), mask.to(dev)
+            with self.accelerator.autocast():
+                lp = self._logprobs(module, ids, None, first, positions)
+            loss = -(lp * mask).sum() / max(n_tok, 1.0)
+            loss.backward()
+            loss_sum += float(loss.detach())
+        return loss_sum, n_tok, float(sum(len(i) for i, _ in batch))
 
     # ------------------------------------------------------------------ checkpoints
     def save(self, path: Path) -> None:
