@@ -51,6 +51,14 @@ test: setup $(VLLM_TYPES)/vllm/sampling_params.py
 docs: setup
 	$(VENV)/bin/mkdocs build --strict
 
+# A wheel of the core and of every plugin, built from clean copies of their folders, into dist/
+# (install elsewhere with: pip install dist/coevolve_sdk-*.whl dist/coevolve_grpo-*.whl ...;
+# see docs/tutorials/install.md).
+.PHONY: dist
+dist: setup
+	rm -rf dist
+	$(PY) scripts/build_dists.py --out dist
+
 clean-run:
 	rm -rf $(RUN_DIR)
 
