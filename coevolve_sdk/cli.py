@@ -234,10 +234,11 @@ def pool_export(run_dir: Path = typer.Argument(...), out: Path = typer.Argument(
 
 @config_app.command("schema")
 def config_schema_cmd() -> None:
-    """Print the JSON schema of a run config."""
-    from .config import config_schema
+    """Print the JSON schema of a run config, with every registered component's options under
+    x-components (kind -> name -> package and options schema)."""
+    from .schema import run_config_schema
 
-    print(json.dumps(config_schema(), indent=2))
+    print(json.dumps(run_config_schema(), indent=2))
 
 
 @config_app.command("check")
