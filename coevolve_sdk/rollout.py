@@ -27,7 +27,7 @@ from .environment import AgentEnv
 from .policy import Policy
 from .types import RolloutGroup, Task, Trajectory
 
-__all__ = ["RolloutSettings", "EnvPool", "collect_groups", "evaluate"]
+__all__ = ["RolloutSettings", "EnvPool", "collect_groups"]
 
 
 class RolloutSettings(BaseModel):
@@ -226,17 +226,3 @@ def _roll_out(
     groups[0].trajectories[0].info["rollout_seconds"] = elapsed
     groups[0].trajectories[0].info["env_threads"] = runner.workers
     return groups
-
-
-def evaluate(policy: Policy, envs: EnvPool, tasks: list[Task], settings: RolloutSettings, step: int) -> dict[str, Any]:
-    """Greedy, one episode per task: the paper's evaluation protocol."""
-    eval_settings = settings.model_copy(update={"group_size": 1, "temperature": 0.0})
-    groups = collect_groups(policy, envs, tasks, eval_settings, step, greedy=True)
-    trajs = [g.trajectories[0] for g in groups]
-    n = max(1, len(trajs))
-    return {
-        "tasks": len(trajs),
-        "success_rate": sum(t.success for t in trajs) / n,
-        "mean_score": sum(t.score for t in trajs) / n,
-        "trajectories": trajs,
-    }

@@ -13,7 +13,7 @@ import pytest
 from coevolve_kvstore import KVStoreEnv
 from coevolve_sdk.context import RunContext
 from coevolve_sdk.environment import AgentEnv, Outcome
-from coevolve_sdk.rollout import EnvPool, RolloutSettings, collect_groups, evaluate
+from coevolve_sdk.rollout import EnvPool, RolloutSettings, collect_groups
 from coevolve_sdk.types import Task, ToolSpec
 from tests.core.toy_plugin import OBS_TOKEN, MenuOptions, MenuPolicy
 
@@ -41,13 +41,14 @@ def test_groups_masks_and_logprobs(tmp_path: Path) -> None:
             assert tr.action_pattern == ">".join(n for s in tr.steps for n in s.info.get("tool_names", []))
 
 
-def test_greedy_evaluation_is_deterministic(tmp_path: Path) -> None:
+def test_greedy_rollouts_are_deterministic(tmp_path: Path) -> None:
     ctx = RunContext(run_dir=tmp_path, make_env=lambda: KVStoreEnv(max_steps=3))
     pol = MenuPolicy(MenuOptions(seed=0), ctx)
     tasks = KVStoreEnv().tasks("test")
-    a = evaluate(pol, EnvPool(ctx.make_env), tasks, RolloutSettings(), step=0)
-    b = evaluate(pol, EnvPool(ctx.make_env), tasks, RolloutSettings(), step=0)
-    assert [t.actions for t in a["trajectories"]] == [t.actions for t in b["trajectories"]]
+    settings = RolloutSettings(group_size=1, temperature=0.0)
+    a = collect_groups(pol, EnvPool(ctx.make_env), tasks, settings, step=0, greedy=True)
+    b = collect_groups(pol, EnvPool(ctx.make_env), tasks, settings, step=0, greedy=True)
+    assert [t.actions for g in a for t in g.trajectories] == [t.actions for g in b for t in g.trajectories]
 
 
 # ---------------------------------------------------------------- concurrent environment steps
