@@ -76,6 +76,7 @@ def run_phase(name: str, policy: Any, ctx: Any, args: argparse.Namespace, sz: di
         t0 = time.perf_counter()
         groups = collect_groups(policy, envs, tasks, settings, step, seed=step)
         t1 = time.perf_counter()
+        policy.before_update()  # as the loop does: the vLLM engine sleeps while the trainer works
         metrics = algo.step(groups)
         if hasattr(policy, "last_sync"):  # the vLLM policy: sync, probe and report the path
             m = policy.after_update()
