@@ -89,7 +89,7 @@ from .environment import AgentEnv, Outcome
 from .rubric import Check, Rubric, answer_matches, as_json, state_matches
 from .types import CandidateTask, Step, Task, ToolSpec
 
-__all__ = ["ToolEnv", "ToolError", "ToolInfo", "ArgInfo", "StateSampler", "tool", "from_state", "call"]
+__all__ = ["ToolEnv", "ToolError", "ToolInfo", "ArgInfo", "CallResult", "StateSampler", "tool", "from_state", "call"]
 
 
 class ToolError(Exception):
@@ -373,7 +373,10 @@ def _format_validation(tool_name: str, e: ValidationError, allowed: list[str]) -
 
 
 @dataclass
-class _CallResult:
+class CallResult:
+    """One call's outcome (``ToolEnv.run_call``): the text the agent reads, or the error (and,
+    for an exception that is not a user error, the bug with its traceback)."""
+
     name: str
     text: str
     error: str | None = None
@@ -457,24 +460,24 @@ class ToolEnv(AgentEnv):
     def tools(self) -> list[ToolSpec]:
         return [t.spec for t in self._tool_table.values()]
 
-    def run_call(self, c: ToolCall) -> _CallResult:
+    def run_call(self, c: ToolCall) -> CallResult:
         """Validate and run one call on the live state; never raises for the agent's mistakes."""
         info = self._tool_table.get(c.name)
         if info is None:
-            return _CallResult(c.name, "", error=f"unknown tool '{c.name}'; the tools are: {', '.join(self._tool_table) or 'none'}")
+            return CallResult(c.name, "", error=f"unknown tool '{c.name}'; the tools are: {', '.join(self._tool_table) or 'none'}")
         try:
             parsed = info.model.model_validate(c.arguments)
         except ValidationError as e:
-            return _CallResult(c.name, "", error=_format_validation(c.name, e, [a.name for a in info.args]), tool=info)
+            return CallResult(c.name, "", error=_format_validation(c.name, e, [a.name for a in info.args]), tool=info)
         kwargs = dict(parsed)  # not getattr: an argument may be named like a BaseModel method
         try:
             result = getattr(self, info.method)(**kwargs)
         except self.user_errors as e:
-            return _CallResult(c.name, "", error=str(e) or type(e).__name__, tool=info)
+            return CallResult(c.name, "", error=str(e) or type(e).__name__, tool=info)
         except Exception as e:
             bug = f"tool '{c.name}' raised {type(e).__name__}: {e}"
-            return _CallResult(c.name, "", error=f"the tool '{c.name}' failed ({type(e).__name__}: {e})", bug=bug + "\n" + traceback.format_exc(limit=4), tool=info)
-        return _CallResult(c.name, self.render_result(result), tool=info)
+            return CallResult(c.name, "", error=f"the tool '{c.name}' failed ({type(e).__name__}: {e})", bug=bug + "\n" + traceback.format_exc(limit=4), tool=info)
+        return CallResult(c.name, self.render_result(result), tool=info)
 
     def render_result(self, result: Any) -> str:
         """A tool's return value as the text the agent reads."""
