@@ -53,7 +53,11 @@ class Evaluator:
         """The first ``max_tasks`` tasks of ``split`` (the same list every time)."""
         key = (split, max_tasks)
         if key not in self._tasks:
-            tasks = self.make_env().tasks(split)
+            env = self.make_env()
+            try:
+                tasks = env.tasks(split)
+            finally:
+                env.close()
             self._tasks[key] = list(tasks[:max_tasks] if max_tasks is not None else tasks)
         return self._tasks[key]
 

@@ -11,10 +11,8 @@
         if t mod F = 0: round on S → validated tasks     evolution.offer
         checkpoint                                       _checkpoint
 
-The checkpoint is the truth (docs/run-folder.md): on resume, everything written after it is
-rolled back and those steps are replayed, so a killed and resumed run ends where an
-uninterrupted one does. scheduler.py decides when rounds run and are admitted, evaluation.py
-scores the policy, runfolder.py opens the run folder (one writer, checked) and rolls it back.
+The checkpoint is the truth: on resume whatever was written after it is rolled back and those
+steps are replayed, so a killed run ends where an uninterrupted one does (docs/run-folder.md).
 """
 
 from __future__ import annotations
@@ -32,14 +30,14 @@ from .checkpoint import read_state, save_checkpoint, set_aside
 from .config import RunConfig, validate_components
 from .context import RunContext
 from .errors import ResumeError
-from .evaluation import Evaluator
+from .evaluation import Evaluator, evaluate_run  # noqa: F401 - plugins imported evaluate_run from here
 from .ids import id_stream
 from .interrupts import raise_if_interrupted
 from .judge import second_opinion
 from .metrics import evolution_metrics, namespaced, step_metrics
 from .pool import TaskPool
 from .progress import Progress, TensorBoard
-from .report import write_report
+from .report import write_report_safely
 from .registry import Registry, get_registry
 from .rollout import EnvPool, collect_groups
 from .runfolder import RunFolder
@@ -105,7 +103,6 @@ class CoEvolveLoop:
             self.config, self.teacher, self.make_env, self.store, self.pool, [d.kind for d in self.detectors], log=self.progress.log,
             on_admitted=self._admitted, on_proposed=lambda step, c: self.registry.hook.on_tasks_proposed(run=self.view, step=step, candidates=c))
 
-    # ------------------------------------------------------------------ the run
     def run(self) -> dict[str, Any]:
         cfg = self.config
         try:
@@ -127,7 +124,7 @@ class CoEvolveLoop:
                 self._evaluate("after")
             if self.main and self.store is not None:
                 self.store.set_meta("status", "finished")
-                self._write_report()
+                write_report_safely(self.run_dir, self.progress.log)
             return self._summary()
         finally:
             self.progress.stop()
@@ -137,7 +134,6 @@ class CoEvolveLoop:
                 self.store.close()
             self.lock.release()
 
-    # ------------------------------------------------------------------ start / resume
     def _start(self) -> dict[str, Any] | None:
         """Where training starts, on every process: the newest checkpoint that loads (one whose
         files fail to load is set aside, saying so, and the one before it is tried)."""
@@ -152,12 +148,10 @@ class CoEvolveLoop:
             if self.main:
                 self.progress.log(f"checkpoint {ckpt.name} does not load ({problems[0]}): set aside as {set_aside(ckpt).name}; "
                                   f"trying the one before it")
-                assert self.store is not None
-                self.store.close()
+                self.store.close()  # type: ignore[union-attr]
 
     def _begin(self) -> dict[str, Any] | None:
-        """Main process: open the folder rolled back to where training starts and attach the
-        pool and the scheduler; None when a finished run has nothing left to do."""
+        """Main process: the folder rolled back to where training starts; None: finished, nothing to do."""
         start = RunFolder(self.run_dir).start(self.config, self.registry, resume=self.resume, restart=self.restart,
                                               allow_config_change=self.allow_config_change, log=self.progress.log)
         self.store, self.step = start.store, start.step
@@ -168,8 +162,7 @@ class CoEvolveLoop:
         return {"checkpoint": str(start.checkpoint) if start.checkpoint is not None else None}
 
     def _restore(self, ckpt: Path) -> str | None:
-        """Every process: load the checkpoint (the main process has rolled the store back to it)
-        and continue the evolution scheduler from it. Returns why the files did not load."""
+        """Every process: load the checkpoint the store was rolled back to; returns why its files did not load."""
         try:
             self.algorithm.load(ckpt / "algorithm")
         except CheckpointError as e:
@@ -185,10 +178,7 @@ class CoEvolveLoop:
             self.history.load_state_dict(state["history"])
             for det, det_state in zip(self.detectors, state.get("detectors", [])):
                 det.load_state_dict(det_state)
-            if "evolution" in state:
-                self.evolution.recover(state["evolution"])
-            else:  # written by coevolve-sdk up to fa4cf36
-                self.evolution.recover_legacy(state, self.step)
+            self.evolution.recover_checkpoint(state)
             self.progress.log(f"resumed from {ckpt.name}: step {self.step}, pool {len(self.pool)} tasks")
         return None
 
@@ -196,7 +186,6 @@ class CoEvolveLoop:
         """Seed pool (unless admitted already), warm start, evaluation before training."""
         cfg = self.config
         assert self.store is not None and self.pool is not None
-        self.store.set_meta("status", "running")
         if len(self.pool) == 0:
             admitted = build_seed_pool(cfg, self.make_env, self.pool, self.evolution.evolver, self.store, log=self.progress.log,
                                        progress=self._work)
@@ -213,7 +202,6 @@ class CoEvolveLoop:
         if cfg.eval.before:
             self._evaluate("before")
 
-    # ------------------------------------------------------------------ one step
     def _train_step(self, step: int) -> None:
         cfg, seed, rank = self.config, self.config.seed, self.algorithm.rank
         metrics: dict[str, float] = {}
@@ -279,11 +267,9 @@ class CoEvolveLoop:
     def _admitted(self, step: int, tasks: list[Task]) -> None:
         self.registry.hook.on_tasks_admitted(run=self.view, step=step, tasks=tasks)
 
-    # ------------------------------------------------------------------ checkpoint / eval / report
     def _checkpoint(self, step: int) -> None:
         save_checkpoint(self.run_dir / "checkpoints", step, self.algorithm, self._state, keep=self.config.training.keep_checkpoints)
-        if self.main:
-            assert self.store is not None
+        if self.store is not None:
             self.store.set_meta("last_checkpoint_step", step)
 
     def _state(self) -> dict[str, Any]:
@@ -308,12 +294,4 @@ class CoEvolveLoop:
         return {"run_dir": str(self.run_dir), "steps": self.step, "pool": self.pool.counts(), "evals": self.store.evals(),
                 "rounds": self.evolution.round}
 
-    def _write_report(self) -> None:
-        try:  # a report problem must not fail a finished run
-            self.progress.log(f"report: {write_report(self.run_dir)}")
-        except Exception as e:
-            self.progress.log(f"could not write the report: {type(e).__name__}: {e}")
 
-
-# coevolve bfcl-eval (and other plugins) imported it from here before evaluation had its module
-from .evaluation import evaluate_run  # noqa: E402,F401

@@ -18,7 +18,7 @@ from typing import Any
 from .progress import metric
 from .store import RunStore
 
-__all__ = ["write_report"]
+__all__ = ["write_report", "write_report_safely"]
 
 PHASES = ["time/rollout", "time/update", "time/signals", "time/evolution_wait"]
 
@@ -223,3 +223,11 @@ Pool: {e(json.dumps(store.task_counts()))}. Teacher: {total_calls} LLM calls, ${
         return out
     finally:
         store.close()
+
+
+def write_report_safely(run_dir: str | Path, log: Any) -> None:
+    """The report at the end of a run: a problem with it is said, and never fails the run."""
+    try:
+        log(f"report: {write_report(run_dir)}")
+    except Exception as e:
+        log(f"could not write the report: {type(e).__name__}: {e}")

@@ -130,6 +130,7 @@ class RunFolder:
         if not resume:
             (self.path / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
             store.set_meta("config", config)
+            store.set_meta("status", "running")
             return Start(store)
         changes = check_resume_config(store.get_meta("config"), cfg, registry, allow=allow_config_change,
                                       source=str(self.path / "config.yaml"))

@@ -121,6 +121,13 @@ class EvolutionScheduler:
         """What a checkpoint must know: the last round's number and the rounds not yet admitted."""
         return {"round": self.round, "running": [{"round": r.round, "step": r.step, "admit_at": r.admit_at} for r in self._running]}
 
+    def recover_checkpoint(self, state: dict[str, Any]) -> None:
+        """Continue from a checkpoint's ``state.json`` (the store rolled back to it)."""
+        if "evolution" in state:
+            self.recover(state["evolution"])
+        else:  # written by coevolve-sdk up to fa4cf36
+            self.recover_legacy(state, int(state["step"]))
+
     def recover(self, state: dict[str, Any]) -> None:
         """Continue from a checkpoint's ``state_dict`` (after the store was rolled back to it)."""
         self.round = int(state.get("round", 0))

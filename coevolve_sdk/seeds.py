@@ -37,7 +37,11 @@ __all__ = ["build_seed_pool", "check_seed_tasks"]
 
 def build_seed_pool(cfg: "RunConfig", make_env: Callable[[], AgentEnv], pool: "TaskPool", evolver: "Evolver", store: RunStore, *,
                     log: Callable[[str], None], progress: Callable[[str, int, int], None]) -> list[Task]:
-    bases = make_env().tasks("train")
+    env = make_env()
+    try:
+        bases = env.tasks("train")
+    finally:
+        env.close()
     n = cfg.pool.seed_tasks
     t0 = time.perf_counter()
     with id_stream("seed-pool", cfg.seed):  # the same ids if the seed pool is explored again
@@ -61,6 +65,14 @@ def build_seed_pool(cfg: "RunConfig", make_env: Callable[[], AgentEnv], pool: "T
 def check_seed_tasks(make_env: Callable[[], AgentEnv], tasks: list[Task], store: RunStore, *,
                      log: Callable[[str], None], progress: Callable[[str, int, int], None]) -> list[Task]:
     env = make_env()
+    try:
+        return _check(env, tasks, store, log=log, progress=progress)
+    finally:
+        env.close()
+
+
+def _check(env: AgentEnv, tasks: list[Task], store: RunStore, *, log: Callable[[str], None],
+           progress: Callable[[str, int, int], None]) -> list[Task]:
     name = getattr(env, "name", type(env).__name__)
     good: list[Task] = []
     bad: list[str] = []

@@ -286,22 +286,6 @@ class RunStore:
             for k, v in metrics.items():
                 c.execute("INSERT OR REPLACE INTO metrics(step, key, value) VALUES (?,?,?)", (step, k, float(v)))
 
-    def add_trajectories(self, trajectories: list[Trajectory], step: int, phase: str) -> None:  # TODO(loop rewrite): drop
-        with self._tx() as c:
-            for t in trajectories:
-                c.execute(
-                    "INSERT OR REPLACE INTO trajectories(id, step, task_id, score, success, phase, data) VALUES (?,?,?,?,?,?,?)",
-                    (t.id, step, t.task_id, t.score, int(t.success), phase, self._traj_data(t)),
-                )
-
-    def truncate_after(self, step: int, after_round: int | None = None) -> None:  # TODO(loop rewrite): drop
-        with self._tx() as c:
-            for table in ("trajectories", "history", "signals", "metrics"):
-                c.execute(f"DELETE FROM {table} WHERE step > ?", (step,))
-            c.execute("DELETE FROM evals WHERE step > ?", (step,))
-            if after_round is not None:
-                c.execute("DELETE FROM rounds WHERE round > ?", (after_round,))
-
     def rollback(self, step: int, task_seq: int, round_id: int, keep_seed_pool: bool = True) -> dict[str, int]:
         """Remove what was written after the checkpoint of ``step`` (docs/run-folder.md).
 

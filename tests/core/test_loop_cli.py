@@ -36,7 +36,7 @@ def write_config(tmp: Path, **over: object) -> Path:
         cur = cfg
         parts = k.split(".")
         for p in parts[:-1]:
-            cur = cur[p]
+            cur = cur.setdefault(p, {})
         cur[parts[-1]] = v
     path = tmp / "toy.yaml"
     path.write_text(yaml.safe_dump(cfg))

@@ -24,16 +24,18 @@ def test_wal_tasks_durable_and_dedup(tmp_path: Path) -> None:
     assert [t.id for t in again.tasks] == [t1.id]
 
 
-def test_truncate_after_keeps_tasks(tmp_path: Path) -> None:
+def test_rollback_to_step_1_keeps_the_tasks_of_step_1(tmp_path: Path) -> None:
     store = RunStore(tmp_path / "run.sqlite")
     pool = TaskPool(store)
+    seqs = []
     for step in (1, 2, 3):
         tr = Trajectory(task_id="t", score=1.0, step=step)
-        store.record_step(step, [tr], [Signal(kind="k", task_id="t", trajectory_id=tr.id, step=step)], {"reward_mean": 1.0})
+        store.record_step(step, [tr], [Signal(kind="k", task_id="t", trajectory_id=tr.id, step=step)], {"rollout/reward_mean": 1.0})
         pool.admit([Task(env="e", query=f"q{step}")], step=step)
-    store.truncate_after(1)
+        seqs.append(store.max_task_seq())
+    store.rollback(1, seqs[0], 0)
     assert store.steps_done() == [1]
-    assert len(store.load_tasks()) == 3
+    assert [t.query for t in store.load_tasks()] == ["q1"]
     assert [s for s, _, _ in store.signal_counts()] == [1]
 
 

@@ -164,7 +164,8 @@ class Reinforce(Algorithm):
         (path / "reinforce.json").write_text(json.dumps({"updates": self.updates}))
 
     def load(self, path: Path) -> None:
-        self.policy.load(find_policy_dir(path.parent))
+        # up to fa4cf36 this algorithm kept the policy's file in its own folder
+        self.policy.load(path if (path / "menu_policy.json").exists() else find_policy_dir(path.parent))
         try:
             self.updates = json.loads((path / "reinforce.json").read_text())["updates"]
         except (OSError, ValueError, KeyError) as e:
