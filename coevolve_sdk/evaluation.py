@@ -23,6 +23,7 @@ from .algorithm import find_policy_dir
 from .checkpoint import checkpoints_newest_first, read_state, verify_checkpoint
 from .config import RunConfig, format_validation_error
 from .context import RunContext
+from .culprit import checked_tasks
 from .environment import AgentEnv
 from .errors import ConfigError, ResumeError
 from .ids import id_stream
@@ -55,7 +56,7 @@ class Evaluator:
         if key not in self._tasks:
             env = self.make_env()
             try:
-                tasks = env.tasks(split)
+                tasks = checked_tasks(env, split)
             finally:
                 env.close()
             self._tasks[key] = list(tasks[:max_tasks] if max_tasks is not None else tasks)

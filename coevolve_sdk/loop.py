@@ -29,6 +29,7 @@ from .algorithm import CheckpointError
 from .checkpoint import read_state, save_checkpoint, set_aside
 from .config import RunConfig, validate_components
 from .context import RunContext
+from .culprit import blame
 from .errors import ResumeError
 from .evaluation import Evaluator, evaluate_run  # noqa: F401 - plugins imported evaluate_run from here
 from .ids import id_stream
@@ -48,7 +49,7 @@ from .scheduler import EvolutionScheduler
 from .seeds import build_seed_pool
 from .signals import CompetenceHistory
 from .store import RunStore
-from .types import RolloutGroup, Signal, Task
+from .types import RolloutGroup, Signal
 
 __all__ = ["CoEvolveLoop"]
 
@@ -101,7 +102,8 @@ class CoEvolveLoop:
         self.view = RunView(self.run_dir, self.config, self.pool, lambda: self.step)
         self.evolution = EvolutionScheduler.for_run(
             self.config, self.teacher, self.make_env, self.store, self.pool, [d.kind for d in self.detectors], log=self.progress.log,
-            on_admitted=self._admitted, on_proposed=lambda step, c: self.registry.hook.on_tasks_proposed(run=self.view, step=step, candidates=c))
+            on_admitted=lambda step, tasks: self.registry.hook.on_tasks_admitted(run=self.view, step=step, tasks=tasks),
+            on_proposed=lambda step, c: self.registry.hook.on_tasks_proposed(run=self.view, step=step, candidates=c))
 
     def run(self) -> dict[str, Any]:
         cfg = self.config
@@ -189,13 +191,13 @@ class CoEvolveLoop:
         if len(self.pool) == 0:
             admitted = build_seed_pool(cfg, self.make_env, self.pool, self.evolution.evolver, self.store, log=self.progress.log,
                                        progress=self._work)
-            killpoints.reached("seed_pool")
-            self._admitted(0, admitted)
+            self.evolution.on_admitted(0, admitted)
         if cfg.training.warm_start:
             self.progress.ensure_bar()
             t0 = time.perf_counter()
             self.progress.log("warm start on the seed pool's reference actions ...")
-            metrics = self.algorithm.warm_start(self.pool.tasks)
+            with blame(self.algorithm, "warm_start"):
+                metrics = self.algorithm.warm_start(self.pool.tasks)
             killpoints.reached("warm_start")
             if metrics:
                 self.store.add_metrics(0, {f"warm_start/{k}": v for k, v in metrics.items()} | {"time/warm_start": time.perf_counter() - t0})
@@ -208,8 +210,8 @@ class CoEvolveLoop:
         if self.main:
             evolution_metrics(self.evolution.poll(step), metrics)
         t = time.perf_counter()
-        tasks: list[Task] | None = self.pool.sample(self.sampler, cfg.training.tasks_per_step, self.rng, step) if self.pool is not None else None
-        tasks = self.algorithm.broadcast(tasks)
+        with blame(self.sampler, "sample"):
+            tasks = self.algorithm.broadcast(self.pool.sample(self.sampler, cfg.training.tasks_per_step, self.rng, step) if self.pool else None)
         with id_stream("rollout", seed, step, rank):
             groups = collect_groups(self.policy, self.envs, tasks[rank :: self.algorithm.world_size], cfg.rollout, step,
                                     seed=seed * 7_919 + step * 131 + rank)
@@ -220,10 +222,12 @@ class CoEvolveLoop:
         if self.main:
             self.registry.hook.on_rollouts_collected(run=self.view, step=step, groups=all_groups)
         t = time.perf_counter()
-        self.policy.before_update()
-        metrics.update(namespaced("algo", self.algorithm.step(groups)))
-        # a rollout engine with its own copy of the weights (vLLM) syncs here, on every process
-        metrics.update(namespaced("policy", self.policy.after_update()))
+        with blame(self.policy, "before_update"):
+            self.policy.before_update()
+        with blame(self.algorithm, "step"):
+            metrics.update(namespaced("algo", self.algorithm.step(groups)))
+        with blame(self.policy, "after_update"):  # a rollout engine with its own weights (vLLM) syncs here
+            metrics.update(namespaced("policy", self.policy.after_update()))
         metrics["time/update"] = time.perf_counter() - t
         if not self.main:
             self.algorithm.barrier()
@@ -256,16 +260,16 @@ class CoEvolveLoop:
 
     def _detect(self, groups: list[RolloutGroup], step: int) -> list[Signal]:
         with id_stream("signals", self.config.seed, step):
-            signals = [s for det in self.detectors for s in det.observe(groups, self.history, step)]
+            signals: list[Signal] = []
+            for det in self.detectors:
+                with blame(det, "observe"):
+                    signals += det.observe(groups, self.history, step)
         # only now does this step enter the history: detectors compare with earlier steps
         for g in groups:
             for tr in g.trajectories:
                 self.history.record(g.task.id, step, tr.score, tr.success)
         self.registry.hook.on_signals_detected(run=self.view, step=step, signals=signals)
         return signals
-
-    def _admitted(self, step: int, tasks: list[Task]) -> None:
-        self.registry.hook.on_tasks_admitted(run=self.view, step=step, tasks=tasks)
 
     def _checkpoint(self, step: int) -> None:
         save_checkpoint(self.run_dir / "checkpoints", step, self.algorithm, self._state, keep=self.config.training.keep_checkpoints)
@@ -280,8 +284,7 @@ class CoEvolveLoop:
                 "task_seq": self.store.max_task_seq(), "pool_size": len(self.pool), "evolution": self.evolution.state_dict()}
 
     def _evaluate(self, phase: str) -> None:
-        assert self.store is not None
-        self.evaluator.record(phase, self.step, self.store, self.config.eval.split, self.config.eval.max_tasks)
+        self.evaluator.record(phase, self.step, self.store, self.config.eval.split, self.config.eval.max_tasks)  # type: ignore[arg-type]
 
     def _work(self, what: str, done: int, total: int) -> None:
         self.progress.work(what, done, total)

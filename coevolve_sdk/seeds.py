@@ -21,6 +21,8 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Callable
 
+from . import killpoints
+from .culprit import ComponentError, blame, checked_tasks, not_tasks_error
 from .environment import AgentEnv
 from .errors import ConfigError
 from .ids import id_stream
@@ -39,7 +41,7 @@ def build_seed_pool(cfg: "RunConfig", make_env: Callable[[], AgentEnv], pool: "T
                     log: Callable[[str], None], progress: Callable[[str, int, int], None]) -> list[Task]:
     env = make_env()
     try:
-        bases = env.tasks("train")
+        bases = checked_tasks(env, "train")
     finally:
         env.close()
     n = cfg.pool.seed_tasks
@@ -59,6 +61,7 @@ def build_seed_pool(cfg: "RunConfig", make_env: Callable[[], AgentEnv], pool: "T
                           "check the environment's tasks('train') and sample_action().")
     store.set_meta("seed_pool_seq", store.max_task_seq())
     store.add_metrics(0, {"time/seed_pool": time.perf_counter() - t0, "pool/size": len(pool)})
+    killpoints.reached("seed_pool")
     return admitted
 
 
@@ -76,10 +79,9 @@ def _check(env: AgentEnv, tasks: list[Task], store: RunStore, *, log: Callable[[
     name = getattr(env, "name", type(env).__name__)
     good: list[Task] = []
     bad: list[str] = []
+    if any(not isinstance(t, Task) for t in tasks):
+        raise not_tasks_error(env, "train", tasks)
     for i, t in enumerate(tasks):
-        if not isinstance(t, Task):
-            raise ConfigError(f"environment '{name}': tasks('train') returned a {type(t).__name__}, not a coevolve_sdk.types.Task. "
-                              f"Build each task as Task(env=..., query=..., payload=..., reference_actions=...).")
         try:
             t.model_dump_json()
         except Exception as e:
@@ -89,9 +91,10 @@ def _check(env: AgentEnv, tasks: list[Task], store: RunStore, *, log: Callable[[
             good.append(t)
             continue
         try:
-            result = env.replay(t, t.reference_actions)
-        except Exception as e:
-            bad.append(f"{t.id}: replaying its reference actions raised {type(e).__name__}: {e}")
+            with blame(env, "replay", t):
+                result = env.replay(t, t.reference_actions)
+        except ComponentError as e:
+            bad.append(f"{t.id}: replaying its reference actions raised {e.error} ({e.headline})")
             continue
         if result.success:
             good.append(t)

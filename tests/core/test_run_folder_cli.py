@@ -243,6 +243,20 @@ def test_6_a_plugin_module_that_does_not_import_stops_the_run(tmp_path: Path, su
     assert not (tmp_path / "run" / "run.sqlite").exists()
 
 
+def test_6_an_installed_plugin_that_fails_to_load_but_is_not_used_is_a_warning(tmp_path: Path, sub_env: dict[str, str]) -> None:
+    site = tmp_path / "site"  # a real distribution with a coevolve entry point whose module raises on import
+    dist = site / "coevolve_broken_demo-0.1.dist-info"
+    dist.mkdir(parents=True)
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: coevolve-broken-demo\nVersion: 0.1\n")
+    (dist / "entry_points.txt").write_text("[coevolve]\nbroken-demo = coevolve_broken_demo\n")
+    (site / "coevolve_broken_demo.py").write_text("raise ImportError('this plugin is broken on purpose')\n")
+    env = {**sub_env, "PYTHONPATH": f"{site}:{sub_env['PYTHONPATH']}"}
+    cfg = write_config(tmp_path, **{"training.steps": 1})
+    out = cli(["run", str(cfg)], env)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "broken-demo" in out.stdout and "this plugin is broken on purpose" in out.stdout and "warning" in out.stdout
+
+
 def test_7_sigterm_stops_like_ctrl_c_and_the_run_resumes(tmp_path: Path, sub_env: dict[str, str],
                                                          uninterrupted: dict[str, dict[str, Any]]) -> None:
     cfg = write_config(tmp_path, **{"training.steps": 8, "training.checkpoint_every": 3, "algorithm.options.step_delay": 0.4})
@@ -347,7 +361,9 @@ def test_seed_tasks_whose_reference_actions_fail_are_left_out(tmp_path: Path) ->
 
     with pytest.raises(ConfigError, match="none of its 1 train tasks"):
         check_seed_tasks(make_env, [broken], store, log=logged.append, progress=lambda *a: None)
-    with pytest.raises(ConfigError, match="not a coevolve_sdk.types.Task"):
+    from coevolve_sdk.culprit import ComponentError
+
+    with pytest.raises(ComponentError, match="is a dict, not a coevolve_sdk.Task"):
         check_seed_tasks(make_env, [broken.model_dump()], store, log=logged.append, progress=lambda *a: None)  # type: ignore[list-item]
 
 
