@@ -12,7 +12,7 @@ STAMP := $(VENV)/.coevolve-installed
 CONFIG ?= examples/bfcl-tiny.yaml
 RUN_DIR ?= runs/bfcl-tiny
 
-PLUGINS := plugins/coevolve-signals plugins/coevolve-grpo plugins/coevolve-litellm plugins/coevolve-bfcl plugins/coevolve-appworld plugins/coevolve-vllm examples/plugins/coevolve-kvstore
+PLUGINS := plugins/coevolve-signals plugins/coevolve-grpo plugins/coevolve-litellm plugins/coevolve-warehouse plugins/coevolve-bfcl plugins/coevolve-appworld plugins/coevolve-vllm examples/plugins/coevolve-kvstore
 SETUP_INPUTS := pyproject.toml $(wildcard $(addsuffix /pyproject.toml,$(PLUGINS))) Makefile
 
 .PHONY: setup demo test docs clean-run

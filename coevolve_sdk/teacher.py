@@ -23,6 +23,7 @@ from pydantic import Field
 from .actions import ActionParseError, parse_tool_calls
 from .components import Component, ComponentOptions
 from .environment import AgentEnv
+from .variation import vary_actions
 from .types import CandidateTask, ExplorationContext, Signal, Step, Task, TeacherUsage, Trajectory, Triplet
 
 __all__ = ["Teacher", "TeacherOptions", "RandomExplorer", "usage_meter", "record_usage", "action_tools"]
@@ -133,6 +134,13 @@ class RandomExplorer(Teacher):
     class Options(TeacherOptions):
         focus_bias: float = Field(0.7, ge=0.0, le=1.0, description="Chance of preferring an action that calls a tool of the signalled trajectory.")
         proposals: int = Field(4, ge=1, description="Actions drawn per step to choose from.")
+        variation: float = Field(
+            0.0, ge=0.0, le=1.0,
+            description="Share of exploration rounds that vary the signalled behaviour (same tools in the same order, fresh "
+                        "values from the live state, copied values kept copied; see coevolve_sdk.variation) before "
+                        "exploring on at random. Forgetting and boundary signals vary their task's reference actions, "
+                        "rare signals the rare trajectory's own actions.",
+        )
 
     def reflect(self, signal: Signal, trajectory: Trajectory, task: Task) -> ExplorationContext:
         tools: list[str] = []
@@ -148,6 +156,7 @@ class RandomExplorer(Teacher):
             focus_pattern=[trajectory.action_pattern] if trajectory.action_pattern else [],
             exploration_objectives=[f"practise {t}" for t in tools],
             focus_tools=tools,
+            focus_actions=_focus_actions(signal, trajectory, task),
         )
 
     def explore(self, env: AgentEnv, task: Task, context: ExplorationContext, seed: int = 0) -> list[Triplet]:
@@ -158,9 +167,17 @@ class RandomExplorer(Teacher):
         focus = set(context.focus_tools)
         triplets: list[Triplet] = []
         for r in range(opts.rounds):
-            with blame(env, "reset", task):
-                env.reset(seed=int(rng.integers(0, 2**31 - 1)), options={"task": task})
-            for k in range(opts.steps_per_round):
+            start = 0
+            if context.focus_actions and rng.random() < opts.variation:
+                with blame(env, "step", task):
+                    varied = vary_actions(env, task, context.focus_actions, rng, proposals=2 * opts.proposals)
+                for k, v in enumerate(varied):
+                    triplets.append(Triplet(action=v.action, observation=v.observation, round=r, step=k, reward=v.reward, ok=v.ok))
+                start = len(varied)
+            else:
+                with blame(env, "reset", task):
+                    env.reset(seed=int(rng.integers(0, 2**31 - 1)), options={"task": task})
+            for k in range(start, opts.steps_per_round):
                 if env.done:
                     break
                 with blame(env, "sample_action", task):
@@ -207,6 +224,14 @@ class RandomExplorer(Teacher):
             if len(out) >= opts.max_candidates:
                 break
         return out
+
+
+def _focus_actions(signal: Signal, trajectory: Trajectory, task: Task) -> list[str]:
+    """What a variation round varies: a rare trajectory's own successful actions (the rare
+    pattern), otherwise the reference actions of the task the agent forgets or wavers on."""
+    if signal.kind == "rare":
+        return [s.action for s in trajectory.steps if not s.info.get("error")]
+    return list(task.reference_actions)
 
 
 def describe_triplets(triplets: list[Triplet], limit: int = 40) -> list[dict[str, Any]]:

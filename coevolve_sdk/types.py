@@ -183,6 +183,9 @@ class ExplorationContext(_Record):
     exploration_objectives: list[str] = Field(default_factory=list)
     do_not_repeat: list[str] = Field(default_factory=list)
     focus_tools: list[str] = Field(default_factory=list)
+    #: actions whose structure exploration should vary (the signalled task's reference actions,
+    #: or a rare trajectory's own actions); used by the random explorer's variation rounds
+    focus_actions: list[str] = Field(default_factory=list)
 
 
 class Triplet(_Record):

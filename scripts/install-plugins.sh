@@ -6,7 +6,7 @@ PY=${1:-python}
 cd "$(dirname "$0")/.."
 $PY -m pip install -q -e ".[report,docs,dev]"
 $PY -m pip install -q -e examples/plugins/coevolve-kvstore
-for p in plugins/coevolve-signals plugins/coevolve-grpo plugins/coevolve-litellm; do
+for p in plugins/coevolve-signals plugins/coevolve-grpo plugins/coevolve-litellm plugins/coevolve-warehouse; do
   [ -f "$p/pyproject.toml" ] && $PY -m pip install -q -e "$p"
 done
 if [ -f plugins/coevolve-bfcl/pyproject.toml ]; then

@@ -1,0 +1,10 @@
+"""Registers the warehouse environment with CoEvolve (imported at start-up: keep it light)."""
+
+from coevolve_sdk.hooks import hookimpl
+
+
+@hookimpl
+def register_environments() -> list[type]:
+    from .env import WarehouseEnv
+
+    return [WarehouseEnv]
