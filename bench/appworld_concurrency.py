@@ -105,17 +105,20 @@ def main() -> int:
     turns = sum(t.info["turns"] for g in groups for t in g.trajectories)
     if min(scores) < 1.0:
         print(f"warning: not every scripted episode succeeded ({scores}); the workers may be unhealthy")
-    pids = [e.worker.pid for e in made if e._worker is not None] + [os.getpid()]
+    workers = [e.worker.pid for e in made if e._worker is not None]
 
     walls: dict[int, list[float]] = {n: [] for n in counts}
     sched: dict[int, list[tuple[float, float]]] = {n: [] for n in counts}  # per rollout: (cpu s, run-queue wait s)
+    sdk_cpu: dict[int, list[float]] = {n: [] for n in counts}  # the SDK process alone (its threads share one GIL)
     for _ in range(args.repeat):
         for n in counts:
-            c0, w0 = _sched(pids)
+            c0, w0 = _sched(workers)
+            s0 = time.process_time()  # every thread of this process, the pool's finished ones included
             wall, _ = rollout(n)
-            c1, w1 = _sched(pids)
+            c1, w1 = _sched(workers)
             walls[n].append(wall)
-            sched[n].append((c1 - c0, w1 - w0))
+            sdk_cpu[n].append(time.process_time() - s0)
+            sched[n].append((c1 - c0 + sdk_cpu[n][-1], w1 - w0))
     envs.close()
     for e in made:
         e.close()
@@ -140,9 +143,14 @@ def main() -> int:
                 baseline_label="1 thread (sequential steps)", ratio=sp, goal_op=">=", goal=0.8 * n,
                 note=f"speed-up; idle-{cores}-core CPU ceiling {ceiling:.1f}x",
             ))
-    print(f"CPU during a sequential rollout: {cpu:.2f}s (SDK process + {len(pids) - 1} workers) for {best[1]:.2f}s of wall time "
+    print(f"CPU during a sequential rollout: {cpu:.2f}s (SDK process + {len(workers)} workers) for {best[1]:.2f}s of wall time "
           f"-> on {cores} idle cores no thread count could beat {ceiling:.2f}x")
-    print(f"with {top} threads: {cpu_top:.2f}s on a CPU, {wait_top:.2f}s runnable but waiting for one (summed over threads), "
+    wait_one = min(w for _, w in sched[1])
+    print(f"  and {wait_one:.2f}s of the workers' time waiting for a CPU: on this machine's load the rest, "
+          f"{max(0.0, best[1] - cpu - wait_one):.2f}s, is what a step really waits on (disk, sockets, sleeps)")
+    print(f"of which the SDK process (rollout loop, HTTP clients; one GIL): {min(sdk_cpu[1]):.2f}s sequential, "
+          f"{min(sdk_cpu[top]):.2f}s with {top} threads")
+    print(f"with {top} threads: {cpu_top:.2f}s on a CPU, {wait_top:.2f}s runnable but waiting for one (workers, summed), "
           f"{best[top]:.2f}s wall: the run queue wait is what other processes on the machine take from this run")
     try:
         load = os.getloadavg()[0]
@@ -152,6 +160,7 @@ def main() -> int:
     write_json(args.json, "appworld_concurrency", figures, {**params, "episodes": episodes, "steps": turns,
                                                             "cpu_seconds_sequential": cpu, "cpu_ceiling": ceiling,
                                                             "cpu_seconds_top": cpu_top, "runqueue_wait_seconds_top": wait_top,
+                                                            "sdk_cpu_seconds_sequential": min(sdk_cpu[1]), "runqueue_wait_seconds_sequential": min(w for _, w in sched[1]),
                                                             "load_average": load})
     return 0
 

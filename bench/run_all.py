@@ -118,10 +118,15 @@ def main() -> int:
     out_dir = args.out.parent
     out_dir.mkdir(parents=True, exist_ok=True)
     previous: dict[tuple[str, str], float | None] = {}
+    previous_rows: list[dict] = []
+    previous_time = ""
     if args.out.exists():
         try:
-            for row in json.loads(args.out.read_text()).get("rows", []):
+            old = json.loads(args.out.read_text())
+            previous_time = old.get("time", "")
+            for row in old.get("rows", []):
                 previous[(row["bench"], row["figure"])] = row.get("ratio")
+                previous_rows.append(row)
         except (ValueError, KeyError, TypeError):
             pass
 
@@ -129,6 +134,8 @@ def main() -> int:
     failed = 0
     for b in BENCHES:
         if (only and b.name not in only) or b.name in skip:
+            # not run this time: its rows of the previous file stay in the table, marked as such
+            rows += [{**r, "earlier": r.get("earlier") or previous_time} for r in previous_rows if r["bench"] == b.name]
             continue
         print(f"[bench] {b.name} ...", flush=True)
         res, err, secs = run_one(b, out_dir, args.full)
@@ -154,6 +161,8 @@ def main() -> int:
         value = f"{_fmt(f.value)} {f.unit}".strip()
         base = f"{_fmt(f.baseline)}" if f.baseline is not None else ""
         met = "" if f.met is None else ("yes" if f.met else "NO")
+        if r.get("earlier"):
+            met += " *"
         table.append([r["bench"], f.name, value, base, _fmt(f.ratio) if f.ratio is not None else "",
                       _fmt(r.get("previous_ratio")) if r.get("previous_ratio") is not None else "", f.goal_text(), met])
     widths = [max(len(h), *(len(row[i]) for row in table)) if table else len(h) for i, h in enumerate(headers)]
@@ -167,6 +176,8 @@ def main() -> int:
     goals = [r for r in rows if r.get("met") is not None]
     missed = [r for r in goals if r["met"] is False]
     print()
+    if any(r.get("earlier") for r in rows):
+        print("* not run this time: figures of an earlier run (" + ", ".join(sorted({r["earlier"] for r in rows if r.get("earlier")})) + ")")
     print(f"{len(goals) - len(missed)} of {len(goals)} goals met; load average {load:.1f} on {os.cpu_count()} cores"
           if load is not None else f"{len(goals) - len(missed)} of {len(goals)} goals met")
     args.out.write_text(json.dumps({"time": time.strftime("%Y-%m-%d %H:%M:%S"), "cores": os.cpu_count(), "load_average": load,
