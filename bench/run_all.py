@@ -107,6 +107,8 @@ def main() -> int:
     ap.add_argument("--skip", default="", help="comma-separated bench names")
     ap.add_argument("--full", action="store_true", help="each bench at its own default size (long: the main job alone ~15 min)")
     ap.add_argument("--out", type=Path, default=REPO / "runs" / "bench" / "results.json")
+    ap.add_argument("--markdown", type=Path, default=None, metavar="PATH", help="also write the table as Markdown (for the docs)")
+    ap.add_argument("--table-only", action="store_true", help="run nothing: print the table of the results file --out")
     args = ap.parse_args()
     only = {x for x in args.only.split(",") if x}
     skip = {x for x in args.skip.split(",") if x}
@@ -120,10 +122,12 @@ def main() -> int:
     previous: dict[tuple[str, str], float | None] = {}
     previous_rows: list[dict] = []
     previous_time = ""
+    previous_load = None
     if args.out.exists():
         try:
             old = json.loads(args.out.read_text())
             previous_time = old.get("time", "")
+            previous_load = old.get("load_average")
             for row in old.get("rows", []):
                 previous[(row["bench"], row["figure"])] = row.get("ratio")
                 previous_rows.append(row)
@@ -132,7 +136,7 @@ def main() -> int:
 
     rows: list[dict] = []
     failed = 0
-    for b in BENCHES:
+    for b in BENCHES if not args.table_only else []:
         if (only and b.name not in only) or b.name in skip:
             # not run this time: its rows of the previous file stay in the table, marked as such
             rows += [{**r, "earlier": r.get("earlier") or previous_time} for r in previous_rows if r["bench"] == b.name]
@@ -151,6 +155,8 @@ def main() -> int:
             rows.append({"bench": b.name, "figure": f.name, **f.model_dump(exclude={"name"}), "goal_text": f.goal_text(),
                          "previous_ratio": previous.get((b.name, f.name))})
 
+    if args.table_only:
+        rows = previous_rows
     headers = ["bench", "figure", "this project", "baseline", "ratio", "prev", "goal", "met?"]
     table = []
     for r in rows:
@@ -173,6 +179,8 @@ def main() -> int:
     for row in table:
         print("  ".join(c.ljust(w) for c, w in zip(row, widths)))
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
+    if args.table_only:
+        load = previous_load
     goals = [r for r in rows if r.get("met") is not None]
     missed = [r for r in goals if r["met"] is False]
     print()
@@ -180,6 +188,13 @@ def main() -> int:
         print("* not run this time: figures of an earlier run (" + ", ".join(sorted({r["earlier"] for r in rows if r.get("earlier")})) + ")")
     print(f"{len(goals) - len(missed)} of {len(goals)} goals met; load average {load:.1f} on {os.cpu_count()} cores"
           if load is not None else f"{len(goals) - len(missed)} of {len(goals)} goals met")
+    if args.markdown is not None:
+        md = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
+        md += ["| " + " | ".join(c.replace("|", "\\|") for c in row) + " |" for row in table]
+        args.markdown.write_text("\n".join(md) + "\n")
+        print(f"written: {args.markdown}")
+    if args.table_only:
+        return 0
     args.out.write_text(json.dumps({"time": time.strftime("%Y-%m-%d %H:%M:%S"), "cores": os.cpu_count(), "load_average": load,
                                     "full": args.full, "rows": rows}, indent=2))
     print(f"written: {args.out}")
