@@ -39,15 +39,15 @@ def _env() -> dict[str, str]:
 
 def chain(workdir: Path, mode: str, settings: dict, rng: random.Random, budget: int) -> tuple[list[str], Path]:
     """Kill one run folder until it finishes (or the budget is spent, then let it finish)."""
-    run, kills, first = workdir, [], True
+    run, kills = workdir, []
     env = _env()
     while True:
         spec = None
         if len(kills) < budget:
             spec = "random" if rng.random() < 0.3 else f"{rng.choice(POINTS)}:{rng.randint(1, 3)}"
-        args = ["run", str(CONFIG), "--set", f"run_dir={run}", *_sets(settings)] if first else ["run", "--resume", str(run)]
+        fresh = not (run / "config.yaml").exists()  # killed before it wrote its folder: start it again
+        args = ["run", str(CONFIG), "--set", f"run_dir={run}", *_sets(settings)] if fresh else ["run", "--resume", str(run)]
         code = _run(args, env, spec, rng)
-        first = False
         if code == 0:
             return kills, run
         kills.append(spec or "?")

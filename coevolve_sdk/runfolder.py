@@ -124,11 +124,13 @@ class RunFolder:
             raise ResumeError(f"{self.path} already holds a run. Continue it with `coevolve run --resume {self.path}`, start it "
                               f"again from step 0 with `coevolve run --resume {self.path} --restart`, or choose another run_dir.")
         resume = resume and not restart
+        config = cfg.model_dump(mode="json")
+        if not resume:  # config.yaml first: a run killed from here on can be resumed
+            self.path.mkdir(parents=True, exist_ok=True)
+            (self.path / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
         store = self.open_store(resume=resume)
         store.compress = cfg.store.compress_trajectories
-        config = cfg.model_dump(mode="json")
         if not resume:
-            (self.path / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
             store.set_meta("config", config)
             store.set_meta("status", "running")
             return Start(store)
