@@ -306,7 +306,7 @@ def test_eval_needs_neither_the_teacher_nor_the_lock_and_writes_nothing(tmp_path
     from coevolve_sdk.runlock import RunLock
 
     with RunLock(run):  # as if a run were writing the folder right now
-        out = cli(["eval", str(run)], {**sub_env, "COEVOLVE_TEST_KEY_NOT_SET": ""})
+        out = cli(["eval", str(run)], {k: v for k, v in sub_env.items() if k != "COEVOLVE_TEST_KEY_NOT_SET"})
     assert out.returncode == 0, out.stderr[-3000:]
     res = json.loads(out.stdout)
     assert res["checkpoint"] == "step-000002" and res["tasks"] == 4 and res["step"] == 2
