@@ -15,6 +15,7 @@ not the model's own work (outside torch and transformers).
 from __future__ import annotations
 
 import argparse
+import json
 import pstats
 import resource
 import sqlite3
@@ -33,11 +34,10 @@ REPO = Path(__file__).resolve().parents[1]
 BUDGET_S, BUDGET_GB = 15 * 60, 3.0
 MODEL_PHASES = ("warm start", "rollouts", "update", "evaluation")  # the model's own work (generation, training)
 _METRIC_PHASES = {"time/seed_pool": "seed pool", "time/warm_start": "warm start", "time/rollout": "rollouts",
-                  "time/update": "update", "time/signals": "signals", "time/evolution_wait": "evolution",
-                  "time/eval": "evaluation"}
+                  "time/update": "update", "time/signals": "signals", "time/evolution_wait": "evolution"}
+# evaluation: the seconds each evaluation row records (before, during, after); time/eval would count 'during' twice
 # What the profile adds: (phase, file suffix, function, caller file suffix or None = any caller)
 _PROFILE_PHASES = [
-    ("evaluation", "coevolve_sdk/loop.py", "_evaluate", None),
     ("checkpoint", "coevolve_sdk/loop.py", "_checkpoint", None),
     ("store", "coevolve_sdk/store.py", "*", "coevolve_sdk/loop.py"),
     ("store", "coevolve_sdk/store.py", "*", "coevolve_sdk/seeds.py"),
@@ -101,22 +101,23 @@ def main() -> int:
         con = sqlite3.connect(run_dir / "run.sqlite")
         metrics = dict(con.execute("SELECT key, SUM(value) FROM metrics WHERE key LIKE 'time/%' GROUP BY key").fetchall())
         steps = con.execute("SELECT COUNT(DISTINCT step) FROM metrics WHERE key = 'time/update'").fetchone()[0]
-        evals = con.execute("SELECT COUNT(*) FROM evals").fetchone()[0]
+        eval_rows = [json.loads(d) for (d,) in con.execute("SELECT data FROM evals")]
+        evals = len(eval_rows)
         synth = con.execute("SELECT COUNT(*) FROM tasks WHERE origin='synthetic'").fetchone()[0]
         con.close()
         store_mb = sum(p.stat().st_size for p in run_dir.glob("run.sqlite*")) / 2**20
         phases: dict[str, float] = {}
         for key, value in metrics.items():
+            if key == "time/eval":
+                continue
             name = _METRIC_PHASES.get(key, key.split("/", 1)[1])
             phases[name] = phases.get(name, 0.0) + value
+        phases["evaluation"] = sum(float(r.get("seconds", 0.0)) for r in eval_rows)
         heavy: list[tuple[float, str]] = []
         if args.profile:
             extra, loop_run, heavy = _profile_phases(prof)
             for name, value in extra.items():
-                if name == "evaluation":  # _evaluate covers before/after and the in-training evaluations
-                    phases[name] = value
-                else:
-                    phases[name] = phases.get(name, 0.0) + value
+                phases[name] = phases.get(name, 0.0) + value
             phases["start-up (imports, components)"] = max(0.0, wall - loop_run)
     covered = sum(phases.values())
     phases["other"] = max(0.0, wall - covered)
