@@ -48,6 +48,11 @@ class WarmStartOptions(BaseModel):
         2048, ge=1, description="Tokens per forward/backward (padded rows x width, or the packed row's length); "
         "a longer conversation gets one of its own. Bounds the warm start's peak memory."
     )
+    cache: str | None = Field(
+        None, description="A folder where warm-started weights are kept, keyed by a digest of everything they depend on "
+        "(initial weights, tokenised examples, these settings, seed, torch version): runs that would compute the same "
+        "warm start (the arms of one seed in an experiment) compute it once. One-process runs only; None: no cache."
+    )
 
 
 class GRPOOptions(BaseModel):
@@ -617,7 +622,6 @@ class GRPO(Algorithm):
         (as the core loop does) or on every process. In a multi-process run the other processes
         receive the main process's result at the next ``broadcast`` or ``step`` (see ``_sync_once``).
         """
-        import torch
 
         ws = self.options.warm_start  # type: ignore[attr-defined]
         if ws.steps == 0:
@@ -629,6 +633,26 @@ class GRPO(Algorithm):
         # FSDP, the decoding copy, which reaches the shards at the next sync.
         self.policy.before_update()
         module = self.policy.module
+        if ws.cache and self.world_size == 1:
+            from .warm_cache import cache_lock, load_entry, save_entry, warm_start_key
+
+            root = Path(ws.cache)
+            key = warm_start_key(module, examples, ws.model_dump(exclude={"cache"}), self.context.seed)
+            with cache_lock(root, key):
+                cached = load_entry(root, key, module)
+                if cached is None:
+                    metrics = self._warm_start_steps(module, examples)
+                    save_entry(root, key, module, metrics)
+                    return metrics
+            self.context.log(f"warm start: reusing the identical warm start cached in {root / key}")
+            self._after_warm_start()
+            return {**cached, "warm_start_cached": 1.0}
+        return self._warm_start_steps(module, examples)
+
+    def _warm_start_steps(self, module: Any, examples: list[Example]) -> dict[str, float]:
+        import torch
+
+        ws = self.options.warm_start  # type: ignore[attr-defined]
         params = [p for p in module.parameters() if p.requires_grad]
         opt = torch.optim.AdamW(params, lr=ws.lr, weight_decay=0.0)
         losses: list[float] = []
@@ -649,11 +673,7 @@ class GRPO(Algorithm):
             processed += n_in
         if self.is_main_process:
             self.context.progress("warm start", ws.steps, ws.steps)
-        self.counters.warm_started = True
-        reset = self.options.beta > 0 and ws.reset_reference  # type: ignore[attr-defined]
-        if reset:
-            self._snapshot_reference()
-        self._dirty = "reset_reference" if reset else True
+        self._after_warm_start()
         elapsed = time.perf_counter() - t0
         head = losses[: max(1, len(losses) // 10)]
         tail = losses[-max(1, len(losses) // 10) :]
@@ -667,6 +687,14 @@ class GRPO(Algorithm):
             "warm_start_seconds": elapsed,
             "warm_start_tokens_per_s": processed / elapsed if elapsed > 0 else 0.0,
         }
+
+    def _after_warm_start(self) -> None:
+        ws = self.options.warm_start  # type: ignore[attr-defined]
+        self.counters.warm_started = True
+        reset = self.options.beta > 0 and ws.reset_reference  # type: ignore[attr-defined]
+        if reset:
+            self._snapshot_reference()
+        self._dirty = "reset_reference" if reset else True
 
     def sft_backward(self, module: Any, batch: list[Example]) -> tuple[float, float, float]:
         """Forward and backward of the warm start's loss on one batch of conversations, laid out
