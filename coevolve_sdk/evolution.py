@@ -226,6 +226,22 @@ class Evolver:
         # deterministic order whatever the thread timing was
         order = {s.id: i for i, s in enumerate(chosen)}
         res.accepted.sort(key=lambda t: order.get(t.lineage.signal_id if t.lineage else "", 0))
+        # then take turns, so that an admission cap keeps a share of every kind and of every signal:
+        # each signal's first task before any signal's second, and within that the kinds in turn
+        kinds = list(dict.fromkeys(s.kind for s in chosen))
+        rank_in_kind: dict[str, int] = {}
+        seen_kind: dict[str, int] = {}
+        for s in chosen:
+            rank_in_kind[s.id] = seen_kind.get(s.kind, 0)
+            seen_kind[s.kind] = rank_in_kind[s.id] + 1
+        kind_of = {s.id: s.kind for s in chosen}
+        nth: dict[str, int] = {}
+        turns: dict[str, tuple[int, int, int]] = {}
+        for t in res.accepted:
+            sid = t.lineage.signal_id if t.lineage else ""
+            nth[sid] = nth.get(sid, -1) + 1
+            turns[t.id] = (nth[sid], rank_in_kind.get(sid, 0), kinds.index(kind_of[sid]) if sid in kind_of else 0)
+        res.accepted.sort(key=lambda t: turns[t.id])
         if self.max_admitted is not None and len(res.accepted) > self.max_admitted:
             over = res.accepted[self.max_admitted :]
             res.accepted = res.accepted[: self.max_admitted]
