@@ -44,10 +44,13 @@ def template_texts() -> list[str]:
 
 def env_texts(env: Any, sample_actions: int = 32, seed: int = 0) -> list[str]:
     """Texts an environment shows the agent: task queries, reference actions, tool schemas,
-    opening messages and a few random valid actions (``sample_action`` after a reset)."""
+    opening messages and a few random valid actions (``sample_action`` after a reset).
+
+    Only the train split is read: held-out tasks must not shape anything a run learns, the
+    vocabulary included. (A resumed run keeps the tokenizer saved in its checkpoint.)"""
     texts: list[str] = []
     tasks: list[Any] = []
-    for split in ("train", "test"):
+    for split in ("train",):
         try:
             tasks.extend(env.tasks(split))
         except Exception:  # an environment may not have every split
