@@ -1,5 +1,6 @@
 """`coevolve run` with GRPO, killed with SIGKILL and resumed, ends with exactly the weights of a
-run that was never interrupted: model, optimiser state, RNG and pool all come back."""
+run that was never interrupted: model, optimiser state, RNG and pool all come back. And the run
+folder is data: `coevolve eval` of it never runs a pickle planted in its checkpoint."""
 
 from __future__ import annotations
 
@@ -16,6 +17,10 @@ SETTINGS = [
     "--set", "algorithm.options.warm_start.steps=80", "--set", "training.checkpoint_every=1",
     "--set", "training.steps=5", "--set", "training.tasks_per_step=4", "--set", "evolution.every=2",
     "--set", "pool.seed_tasks=8", "--set", "eval.max_tasks=2", "--set", "training.keep_checkpoints=10",
+    # AdamW's decoupled decay moves the weights at every step even when every group's rewards
+    # are equal (no policy gradient), so the weight comparison always covers the optimiser's
+    # step count and learning rate
+    "--set", "algorithm.options.weight_decay=0.01",
 ]
 
 
@@ -23,6 +28,23 @@ def weights(run: Path, step: int) -> dict:
     import safetensors.torch as st
 
     return st.load_file(str(run / "checkpoints" / f"step-{step:06d}" / "policy" / "model.safetensors"))
+
+
+def trajectories(run: Path) -> list[tuple]:
+    import json
+    import sqlite3
+
+    con = sqlite3.connect(run / "run.sqlite")
+    try:
+        rows = con.execute("SELECT id, step, data FROM trajectories WHERE phase = 'train' ORDER BY step, id").fetchall()
+    finally:
+        con.close()
+    out = []
+    for tid, step, data in rows:
+        d = json.loads(data)
+        out.append((tid, step, d["token_ids"], d["logprobs"], d["score"]))
+    assert {r[1] for r in out} == {1, 2, 3, 4, 5}
+    return out
 
 
 @pytest.mark.slow
@@ -52,3 +74,19 @@ def test_sigkill_and_resume_match_an_uninterrupted_run(tmp_path: Path, sub_env: 
     # and training did change the weights after the first checkpoint, so the comparison means something
     first = weights(whole, 1)
     assert any((first[k] != a[k]).any() for k in a)
+    # the replayed steps sampled exactly the same tokens: the RNG states came back
+    assert trajectories(whole) == trajectories(killed)
+
+    # Crafted pickles where a checkpoint keeps files, or kept them before: never executed.
+    from .test_checkpoint_files import plant
+
+    ck, marker = killed / "checkpoints" / "step-000005", tmp_path / "ran"
+    for name in ("policy/pytorch_model.bin", "algorithm/optimizer.bin", "algorithm/accelerate/custom_checkpoint_0.pkl",
+                 "algorithm/accelerate/random_states_0.pkl", "algorithm/reference/reference.pt"):
+        plant(ck / name, marker)
+    ev = subprocess.run([*coevolve_cmd(), "eval", str(killed)], capture_output=True, text=True, env=sub_env, timeout=600)
+    assert ev.returncode == 0 and not marker.exists(), ev.stdout[-2000:] + ev.stderr[-2000:]
+    plant(ck / "policy" / "model.safetensors", marker)  # one it needs: refused, named, no traceback
+    ev = subprocess.run([*coevolve_cmd(), "eval", str(killed)], capture_output=True, text=True, env=sub_env, timeout=600)
+    said = ev.stdout + ev.stderr
+    assert not marker.exists() and "model.safetensors" in said and "Traceback" not in said, said[-3000:]
