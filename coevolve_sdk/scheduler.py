@@ -96,7 +96,7 @@ class EvolutionScheduler:
         self.evolver = evolver
         self.store = store
         self.pool = pool
-        self.o = options
+        self.settings = options  # the run's evolution section (evolution.* in the config)
         self.seed = seed
         self.detector_kinds = detector_kinds
         self.log = log
@@ -165,27 +165,27 @@ class EvolutionScheduler:
             self.store.assign_signals(r, ids)
         new_state: dict[str, Any] = {"round": int(state.get("round", 0)), "running": []}
         if flight:
-            admit_at = max(step + 1, int(flight["step"]) + self.o.async_lag + 1)
+            admit_at = max(step + 1, int(flight["step"]) + self.settings.async_lag + 1)
             new_state["running"].append({"round": flight["round"], "step": flight["step"], "admit_at": admit_at})
         self.recover(new_state)
 
     # ------------------------------------------------------------------ the loop's calls
     def offer(self, signals: list[Signal], groups: list[RolloutGroup], step: int) -> None:
         """This step's signals (already recorded in the store); starts a round when one is due."""
-        if not self.o.enabled:
+        if not self.settings.enabled:
             return
         wanted = {tid for s in signals for tid in (s.trajectory_id, *s.trajectory_ids)}
         for g in groups:
             for tr in g.trajectories:
                 if tr.id in wanted:
                     self._cache[tr.id] = tr.without_tokens()
-        if step % self.o.every != 0:
+        if step % self.settings.every != 0:
             return
         if self._running:
             self.log(f"step {step}: evolution round skipped: round {self._running[0].round} is still waiting for admission "
-                     f"(evolution.async_lag {self.o.async_lag} >= evolution.every {self.o.every}); its signals wait")
+                     f"(evolution.async_lag {self.settings.async_lag} >= evolution.every {self.settings.every}); its signals wait")
             return
-        unguided = self.o.guidance == "random"
+        unguided = self.settings.guidance == "random"
         pending = self.store.pending_signals()
         if not pending and not unguided:
             self._warn_no_signals(step, groups)
@@ -196,7 +196,7 @@ class EvolutionScheduler:
         digest = self._digest(r, step, signals_in, trajs, unguided)
         self.store.start_round(r, step, digest, unguided, [s.id for s in pending])
         killpoints.reached("round_started")
-        slot = _Round(r, step, step if self.o.mode == "sync" else step + self.o.async_lag + 1)
+        slot = _Round(r, step, step if self.settings.mode == "sync" else step + self.settings.async_lag + 1)
         reused = self.store.reusable_round(r, digest)
         if reused is not None:
             self.store.reuse_round(reused["attempt"])
@@ -204,7 +204,7 @@ class EvolutionScheduler:
             self.log(f"round {r}: its inputs are those of a rolled-back attempt; that attempt's result is reused "
                      f"(the teacher is not paid again)")
         else:
-            self._launch(slot, signals_in, trajs, unguided, background=self.o.mode == "async")
+            self._launch(slot, signals_in, trajs, unguided, background=self.settings.mode == "async")
         self._running.append(slot)
         self._cache.clear()
 
@@ -244,7 +244,7 @@ class EvolutionScheduler:
                 slot.future.set_exception(e)
 
         if background:
-            if self.o.mode == "async":
+            if self.settings.mode == "async":
                 self.log(f"round {slot.round}: evolving {len(signals)} signals in the background (admitted at step {slot.admit_at})")
             # a daemon thread: a stopped run exits without waiting for the teacher
             threading.Thread(target=work, name=f"coevolve-round-{slot.round}", daemon=True).start()
@@ -253,7 +253,7 @@ class EvolutionScheduler:
 
     def _inputs(self, r: int, step: int) -> tuple[list[Signal], dict[str, Trajectory], bool]:
         start = self.store.round_start(r)
-        unguided = bool(start["unguided"]) if start else self.o.guidance == "random"
+        unguided = bool(start["unguided"]) if start else self.settings.guidance == "random"
         if unguided:
             return (*self._random_starts(r, step), True)
         signals = self.store.round_signals(r)
@@ -272,7 +272,7 @@ class EvolutionScheduler:
         """The random-exploration arm: pool tasks drawn at random (an RNG of its own, so the
         training sample stream is the one every arm sees) instead of signals."""
         pool_tasks = self.pool.tasks
-        n = self.o.random_starts or 3 * (self.o.max_signals_per_kind or 16)
+        n = self.settings.random_starts or 3 * (self.settings.max_signals_per_kind or 16)
         rng = np.random.default_rng([self.seed, 104_729, r])
         idx = rng.choice(len(pool_tasks), size=min(n, len(pool_tasks)), replace=False)
         with id_stream("random-starts", self.seed, r):
