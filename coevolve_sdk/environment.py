@@ -226,7 +226,9 @@ class AgentEnv(Component, gym.Env[str, str], ABC):
         """Turn an executed action sequence into a plain-language request (offline templater).
 
         The random explorer uses it to abstract tasks without an LLM. The default lists the
-        calls; environments should override it with something a user would actually say.
+        calls; environments should override it with something a user would actually say, and
+        return "" for calls that make no request of their world (the explorer then proposes
+        no task from them).
         """
         return "Perform these operations in order: " + "; ".join(s.action for s in steps)
 

@@ -207,6 +207,8 @@ class RandomExplorer(Teacher):
 
             with blame(env, "describe", task):
                 query = env.describe(task, steps)
+            if not query.strip():  # the environment says these calls are no request of its world
+                continue
             cand = CandidateTask(
                 description=f"{context.signal_kind} exploration round {r} from task {task.id}",
                 query=query,

@@ -77,13 +77,25 @@ def test_describe_recognises_the_state_skills() -> None:
     steps = [(c("count", {"item": "nuts", "bin": "B"}), "2"), (c("remove", {"n": 2, "item": "nuts", "bin": "B"}), "ok"),
              (c("count", {"item": "bolts", "bin": "A"}), "3"), (c("move", {"n": 3, "item": "bolts", "src": "A", "dst": "C"}), "ok"),
              (c("add", {"n": 1, "item": "gears", "bin": "D"}), "ok"), (c("count", {"item": "gears", "bin": "D"}), "1")]
-    query, answer = world.describe_calls(steps)
+    query, answer = world.describe_calls(steps, max_skills=4)
     assert query == ("Take all the nuts out of bin B, then move all the bolts from bin A to bin C, then put 1 gears in bin D, "
                      "then tell me how many gears are in bin D.")
     assert answer == 1
     # taking fewer than were counted is not "all"
     query, _ = world.describe_calls([(c("count", {"item": "nuts", "bin": "B"}), "2"), (c("remove", {"n": 1, "item": "nuts", "bin": "B"}), "ok")])
     assert query == "Take 1 nuts out of bin B."
+
+
+def test_describe_phrases_only_requests_of_the_language() -> None:
+    """An explored sequence that would need more skills than a request names (or no call at all)
+    is not phrased; validation then rejects the candidate as an empty query."""
+    c = world.Call
+    three = [(c("add", {"n": 1, "item": "gears", "bin": "D"}), "ok"), (c("remove", {"n": 1, "item": "nuts", "bin": "B"}), "ok"),
+             (c("add", {"n": 2, "item": "tiles", "bin": "A"}), "ok")]
+    assert world.describe_calls(three) == ("", None)
+    assert world.describe_calls(three[:2])[0] == "Put 1 gears in bin D, then take 1 nuts out of bin B."
+    assert world.describe_calls([]) == ("", None)
+    assert all(max(r.skills_per_task) <= world.MAX_SKILLS for r in (world.SEED_RECIPE, world.HELD_OUT_RECIPE))
 
 
 def test_explored_tasks_validate_by_execution(env: WarehouseEnv) -> None:

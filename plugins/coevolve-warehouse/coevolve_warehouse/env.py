@@ -159,7 +159,10 @@ class WarehouseEnv(ToolEnv):
 
     def describe(self, task: Task | None, steps: list[Step]) -> str:
         """Phrase executed calls in the request language, recognising the state skills
-        ("take all", "move all", a closing question) from counts and what used them."""
+        ("take all", "move all", a closing question) from counts and what used them. Calls the
+        language cannot phrase as one request (nothing that changes the stock, or more than
+        ``world.MAX_SKILLS`` skills) give "", which validation rejects as an empty query: a
+        proposed task must be a request the world's own tasks could make."""
         executed: list[tuple[Call, str]] = []
         for s in steps:
             try:
@@ -169,4 +172,4 @@ class WarehouseEnv(ToolEnv):
             if len(calls) == 1 and not s.info.get("error"):
                 executed.append((Call(calls[0].name, calls[0].arguments), s.observation))
         query, _ = world.describe_calls(executed)
-        return query or "Do nothing."
+        return query

@@ -41,6 +41,9 @@ Stock = dict[str, dict[str, int]]
 DIRECT_SKILLS = ("put", "take", "move")
 STATE_SKILLS = ("clear", "move_all", "report")
 SKILLS = DIRECT_SKILLS + STATE_SKILLS
+#: A request names at most this many skills (every split is drawn within it, and explored call
+#: sequences that would need more are not phrased: they are not requests of this world).
+MAX_SKILLS = 2
 
 
 class WarehouseError(Exception):
@@ -278,9 +281,10 @@ def _get(stock: Stock, key: tuple[str, str]) -> int:
 
 
 # ---------------------------------------------------------------------------- describing calls
-def describe_calls(steps: list[tuple[Call, str]]) -> tuple[str, int | None]:
+def describe_calls(steps: list[tuple[Call, str]], max_skills: int = MAX_SKILLS) -> tuple[str, int | None]:
     """Phrase an executed call sequence in the request language; returns the request and the
-    answer it expects (when it ends with a count that nothing used).
+    answer it expects (when it ends with a count that nothing used). A sequence that needs more
+    than ``max_skills`` phrases is not a request of this language: the request is then "".
 
     A count followed by a removal or move of exactly the counted amount of the same item from the
     same bin is one state skill ("take all", "move all"); a count at the very end is a question.
@@ -313,7 +317,9 @@ def describe_calls(steps: list[tuple[Call, str]]) -> tuple[str, int | None]:
         elif call.name == "move":
             phrases.append(PHRASES["move"].format(**a))
         i += 1
-    return (join_phrases(phrases) if phrases else ""), answer
+    if not phrases or len(phrases) > max_skills:
+        return "", None
+    return join_phrases(phrases), answer
 
 
 # ---------------------------------------------------------------------------- the splits
