@@ -86,8 +86,12 @@ class EvalConfig(_Strict):
         None, ge=1, description="Also evaluate every this many training steps (phase 'during'), greedily on the same tasks, "
                                 "so that held-out success can be plotted over training."
     )
-    before: bool = True
-    after: bool = True
+    initial: bool = Field(
+        False, description="Also evaluate the initial policy before the warm start (phase 'initial'), so that a report shows what "
+                           "the warm start and what RL each added. Only with training.warm_start (otherwise 'before' is that row)."
+    )
+    before: bool = Field(True, description="Evaluate before the first training step (after any warm start; phase 'before').")
+    after: bool = Field(True, description="Evaluate after the last training step (phase 'after').")
 
 
 class StoreConfig(_Strict):

@@ -185,7 +185,7 @@ class CoEvolveLoop:
         return None
 
     def _prepare(self) -> None:
-        """Seed pool (unless admitted already), warm start, evaluation before training."""
+        """Seed pool (unless admitted already), [evaluation 'initial'], warm start, evaluation before training."""
         cfg = self.config
         assert self.store is not None and self.pool is not None
         if len(self.pool) == 0:
@@ -193,6 +193,8 @@ class CoEvolveLoop:
                                        progress=self._work)
             self.evolution.on_admitted(0, admitted)
         if cfg.training.warm_start:
+            if cfg.eval.initial:
+                self._evaluate("initial")
             self.progress.ensure_bar()
             t0 = time.perf_counter()
             self.progress.log("warm start on the seed pool's reference actions ...")
