@@ -1,5 +1,6 @@
 # The two commands of the README:
-#   make demo   set up .venv and run CoEvolve on BFCL offline (examples/bfcl-tiny.yaml)
+#   make demo   set up .venv and run CoEvolve on the warehouse world offline (examples/warehouse-tiny.yaml;
+#               the BFCL run is `make demo CONFIG=examples/bfcl-tiny.yaml RUN_DIR=runs/bfcl-tiny`)
 #   make test   set up .venv and run the whole test suite
 # Set-up uses pip and pins torch==2.13.0 (the CPU build on this machine; a bare `torch`
 # would pull a multi-GB CUDA build).
@@ -9,8 +10,8 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 STAMP := $(VENV)/.coevolve-installed
-CONFIG ?= examples/bfcl-tiny.yaml
-RUN_DIR ?= runs/bfcl-tiny
+CONFIG ?= examples/warehouse-tiny.yaml
+RUN_DIR ?= runs/warehouse-tiny
 
 PLUGINS := plugins/coevolve-signals plugins/coevolve-grpo plugins/coevolve-litellm plugins/coevolve-warehouse plugins/coevolve-bfcl plugins/coevolve-appworld plugins/coevolve-vllm examples/plugins/coevolve-kvstore
 SETUP_INPUTS := pyproject.toml $(wildcard $(addsuffix /pyproject.toml,$(PLUGINS))) Makefile
@@ -28,11 +29,11 @@ $(STAMP): $(SETUP_INPUTS)
 
 demo: setup
 	@if [ -f $(RUN_DIR)/run.sqlite ] && [ ! -f $(RUN_DIR)/report.html ]; then \
-		echo "Resuming the unfinished run in $(RUN_DIR)"; $(VENV)/bin/coevolve run --resume $(RUN_DIR); \
+		echo "Resuming the unfinished run in $(RUN_DIR)"; OMP_NUM_THREADS=$${OMP_NUM_THREADS:-1} $(VENV)/bin/coevolve run --resume $(RUN_DIR); \
 	elif [ -f $(RUN_DIR)/report.html ]; then \
 		echo "$(RUN_DIR) holds a finished run; its report is $(RUN_DIR)/report.html (make clean-run to start over)"; \
 	else \
-		$(VENV)/bin/coevolve run $(CONFIG) --set run_dir=$(RUN_DIR); \
+		OMP_NUM_THREADS=$${OMP_NUM_THREADS:-1} $(VENV)/bin/coevolve run $(CONFIG) --set run_dir=$(RUN_DIR); \
 	fi
 
 # vLLM itself is CUDA-only; its pure-Python types (SamplingParams, RequestOutput, ...) are unpacked

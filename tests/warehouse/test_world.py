@@ -38,6 +38,9 @@ def test_splits_are_fixed_and_disjoint(env: WarehouseEnv) -> None:
     dev = {t.fingerprint() for t in env.tasks("dev")}
     test = {t.fingerprint() for t in env.tasks("test")}
     assert not (train & test) and not (dev & test) and not (train & dev)
+    # nor do two splits share a request text (each on its own stock would still be the same words)
+    queries = {s: {t.query for t in env.tasks(s)} for s in ("train", "dev", "test")}
+    assert not (queries["train"] & queries["test"]) and not (queries["dev"] & queries["test"]) and not (queries["train"] & queries["dev"])
     assert len(env.tasks("test")) == 64 and len(env.tasks("dev")) == 48
 
 

@@ -116,13 +116,24 @@ class WarehouseEnv(ToolEnv):
     def tasks(self, split: str = "train") -> list[Task]:
         if split not in world.SPLITS:
             raise ValueError(f"warehouse has the splits {', '.join(world.SPLITS)}, not '{split}'")
+        out = self._all(split)
+        if split == "train" and self.options.train_tasks:
+            out = out[: self.options.train_tasks]
+        return out
+
+    def _all(self, split: str) -> list[Task]:
+        """Every task of ``split``, generated once (train: before any ``train_tasks`` cut)."""
+        if split not in world.SPLITS:
+            raise ValueError(f"warehouse has the splits {', '.join(world.SPLITS)}, not '{split}'")
         if split not in self._splits:
             import numpy as np
 
             seed, n, recipe = world.SPLITS[split]
             rng = np.random.default_rng(seed)
-            # the test split is drawn first and alone; no other split may hold one of its requests
-            held_out = set() if split == "test" else {t.query for t in self.tasks("test")}
+            # test is drawn first and alone, then train without test's requests, then dev without
+            # either's: no split holds a request of another
+            before = {"test": (), "train": ("test",), "dev": ("test", "train")}[split]
+            held_out = {t.query for s in before for t in self._all(s)}
             made: list[Task] = []
             while len(made) < n:
                 d = world.draw_task(rng, recipe)
@@ -134,10 +145,7 @@ class WarehouseEnv(ToolEnv):
                     origin="seed" if split == "train" else "benchmark", payload={"skills": [s.name for s in d.skills]},
                 ))
             self._splits[split] = made
-        out = list(self._splits[split])
-        if split == "train" and self.options.train_tasks:
-            out = out[: self.options.train_tasks]
-        return out
+        return list(self._splits[split])
 
     # ------------------------------------------------------------ exploration
     def sample_action(self) -> str:
