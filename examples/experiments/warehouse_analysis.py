@@ -1,0 +1,120 @@
+"""What the signals, the teacher and the pool did in each arm of a warehouse experiment.
+
+    python examples/experiments/warehouse_analysis.py runs/experiments/warehouse [--markdown]
+
+Reads every run folder of the experiment (read-only) and prints, per arm (mean over seeds):
+signals handed to the teacher per round by kind, tasks proposed and admitted per round, the
+skills of the admitted tasks (how many need a count read from the live state: the skills the
+held-out split needs and the seed pool under-covers), and how the agent did in training on seed
+versus admitted tasks and on tasks with versus without a state skill. This is the "why" next to
+the summary's "what": are there signals, what did the teacher make of them, what did the pool
+become.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sqlite3
+import statistics
+import sys
+from collections import Counter, defaultdict
+from pathlib import Path
+
+from coevolve_warehouse import world
+
+_PATTERNS = {
+    name: re.compile("^" + re.sub(r"\\{(\w+)\\}", r"(?P<\1>\\w+)", re.escape(phrase)) + "$", re.IGNORECASE)
+    for name, phrase in world.PHRASES.items()
+}
+
+
+def skills_of(query: str) -> list[str]:
+    """The skills a request names, read back from its phrases (unknown phrases: '?')."""
+    out = []
+    for part in query.rstrip(".").split(", then "):
+        out.append(next((n for n, p in _PATTERNS.items() if p.match(part.strip())), "?"))
+    return out
+
+
+def has_state_skill(query: str) -> bool:
+    return any(s in world.STATE_SKILLS for s in skills_of(query))
+
+
+def analyse_run(db: Path) -> dict[str, float]:
+    con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    try:
+        tasks = {tid: (origin, json.loads(data)["query"]) for tid, origin, data in con.execute("SELECT id, origin, data FROM tasks")}
+        rounds = [json.loads(d) for (d,) in con.execute("SELECT data FROM rounds ORDER BY round")]
+        trajs = con.execute("SELECT task_id, success FROM trajectories WHERE phase = 'train'").fetchall()
+    finally:
+        con.close()
+    row: dict[str, float] = {"rounds": len(rounds)}
+    kinds: Counter[str] = Counter()
+    for r in rounds:
+        kinds.update(r.get("by_kind") or {})
+    for k in ("forgetting", "boundary", "rare", "random"):
+        row[f"signals/{k}"] = kinds.get(k, 0) / max(len(rounds), 1)
+    row["proposed/round"] = sum(r.get("candidates", 0) for r in rounds) / max(len(rounds), 1)
+    row["admitted/round"] = sum(r.get("accepted", 0) for r in rounds) / max(len(rounds), 1)
+    seed = [q for o, q in tasks.values() if o == "seed"]
+    synth = [q for o, q in tasks.values() if o == "synthetic"]
+    row["pool/seed"] = len(seed)
+    row["pool/admitted"] = len(synth)
+    row["seed: state-skill share"] = sum(map(has_state_skill, seed)) / max(len(seed), 1)
+    row["admitted: state-skill share"] = sum(map(has_state_skill, synth)) / max(len(synth), 1) if synth else float("nan")
+    by: dict[str, list[int]] = defaultdict(list)
+    for tid, ok in trajs:
+        origin, query = tasks.get(tid, ("?", ""))
+        by[f"train success on {'admitted' if origin == 'synthetic' else origin} tasks"].append(ok)
+        by[f"train success, {'state' if has_state_skill(query) else 'direct'}-skill tasks"].append(ok)
+        by["train rollouts on admitted tasks (share)"].append(origin == "synthetic")
+    for k, v in by.items():
+        row[k] = sum(v) / len(v)
+    return row
+
+
+def analyse(exp: Path) -> dict[str, dict[str, float]]:
+    """arm -> figure -> mean over the arm's finished runs."""
+    runs = sorted(exp.glob("runs/*/seed-*/run.sqlite"))
+    if not runs:
+        raise SystemExit(f"no run folders under {exp}/runs: is this an experiment folder?")
+    per_arm: dict[str, list[dict[str, float]]] = defaultdict(list)
+    for db in runs:
+        per_arm[db.parent.parent.name].append(analyse_run(db))
+    order = json.loads((exp / "experiment.json").read_text()).get("arms") if (exp / "experiment.json").exists() else None
+    names = [a["name"] if isinstance(a, dict) else a for a in order] if order else sorted(per_arm)
+    out: dict[str, dict[str, float]] = {}
+    for arm in [n for n in names if n in per_arm]:
+        keys = sorted({k for r in per_arm[arm] for k in r}, key=lambda k: list(per_arm[arm][0]).index(k) if k in per_arm[arm][0] else 99)
+        out[arm] = {"runs": len(per_arm[arm])} | {
+            k: statistics.fmean([r[k] for r in per_arm[arm] if k in r and r[k] == r[k]] or [float("nan")]) for k in keys
+        }
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("experiment_dir", type=Path)
+    ap.add_argument("--markdown", action="store_true", help="print a Markdown table (arms as columns)")
+    a = ap.parse_args(argv)
+    table = analyse(a.experiment_dir)
+    arms = list(table)
+    figures = list(dict.fromkeys(k for arm in arms for k in table[arm]))
+    fmt = lambda v: "–" if v != v else (f"{v:.0f}" if float(v).is_integer() and abs(v) >= 1 else f"{v:.2f}")  # noqa: E731
+    if a.markdown:
+        print("| figure (mean over seeds) | " + " | ".join(arms) + " |")
+        print("|---|" + "---:|" * len(arms))
+        for f in figures:
+            print(f"| {f} | " + " | ".join(fmt(table[arm].get(f, float("nan"))) for arm in arms) + " |")
+    else:
+        width = max(map(len, figures))
+        print(" " * width + "  " + "  ".join(f"{arm:>18}" for arm in arms))
+        for f in figures:
+            print(f"{f:<{width}}  " + "  ".join(f"{fmt(table[arm].get(f, float('nan'))):>18}" for arm in arms))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
