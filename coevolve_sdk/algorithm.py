@@ -18,13 +18,19 @@ from .components import Component, ComponentOptions
 from .errors import ResumeError
 from .types import RolloutGroup, Task
 
-__all__ = ["Algorithm", "AlgorithmOptions", "CheckpointError", "policy_dir", "find_policy_dir"]
+__all__ = ["Algorithm", "AlgorithmOptions", "CheckpointError", "CheckpointMismatch", "policy_dir", "find_policy_dir"]
 
 
 class CheckpointError(ResumeError):
     """A checkpoint's files are missing, damaged, or not data-only (a pickle that would have to
     run code to load). Raised by ``Algorithm.load`` and ``TrainablePolicy.load`` with the file
     and what is wrong with it, so the caller can say so and fall back to an older checkpoint."""
+
+
+class CheckpointMismatch(CheckpointError):
+    """A checkpoint that is intact but does not fit the components this run built (the model's
+    size or architecture changed since it was written). Unlike damage, an older checkpoint would
+    not fit either: resuming stops and says to undo the change; nothing is set aside."""
 
 
 def policy_dir(algorithm_dir: Path) -> Path:

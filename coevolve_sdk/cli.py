@@ -94,7 +94,7 @@ def run(
         progress = Progress(enabled=True, console=console, quiet=quiet)
         with catch_interrupts():
             loop = CoEvolveLoop(cfg, resume=resume is not None, restart=restart, allow_config_change=allow_config_change,
-                                progress=progress)
+                                progress=progress, source=str(resume / "config.yaml" if resume is not None else config))
             summary = loop.run()
     except CoEvolveError as e:
         _fail(e, debug)

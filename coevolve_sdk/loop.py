@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from . import killpoints
-from .algorithm import CheckpointError
+from .algorithm import CheckpointError, CheckpointMismatch
 from .checkpoint import read_state, save_checkpoint, set_aside
 from .config import RunConfig, validate_components
 from .context import RunContext
@@ -56,13 +56,13 @@ __all__ = ["CoEvolveLoop"]
 
 class CoEvolveLoop:
     def __init__(self, config: RunConfig, *, resume: bool = False, restart: bool = False, allow_config_change: bool = False,
-                 registry: Registry | None = None, progress: Progress | None = None) -> None:
+                 registry: Registry | None = None, progress: Progress | None = None, source: str | None = None) -> None:
         self.config, self.resume, self.restart, self.allow_config_change = config, resume, restart, allow_config_change
         self.run_dir = Path(config.run_dir)
         self.registry = registry or get_registry()
         self.progress = progress or Progress(enabled=False)
         load_run_plugins(config, self.registry, warn=self.progress.log)
-        self.parsed = validate_components(config, self.registry, source=str(self.run_dir / "config.yaml"))
+        self.parsed = validate_components(config, self.registry, source=source or str(self.run_dir / "config.yaml"))
         self.lock = RunLock(self.run_dir)
         if os.environ.get("RANK", "0") == "0":
             self.lock.acquire()  # before anything is written; other ranks never write the folder
@@ -156,7 +156,7 @@ class CoEvolveLoop:
         """Main process: the folder rolled back to where training starts; None: finished, nothing to do."""
         start = RunFolder(self.run_dir).start(self.config, self.registry, resume=self.resume, restart=self.restart,
                                               allow_config_change=self.allow_config_change, log=self.progress.log)
-        self.store, self.step = start.store, start.step
+        self.store, self.step, self._revision = start.store, start.step, start
         self._attach()
         if start.finished:
             return None
@@ -167,6 +167,8 @@ class CoEvolveLoop:
         """Every process: load the checkpoint the store was rolled back to; returns why its files did not load."""
         try:
             self.algorithm.load(ckpt / "algorithm")
+        except CheckpointMismatch as e:  # an older checkpoint would not fit either: set nothing aside
+            raise ResumeError(f"{e}. Undo that change to resume, or start again with --restart.") from None
         except CheckpointError as e:
             return str(e)
         except Exception as e:
@@ -181,11 +183,12 @@ class CoEvolveLoop:
             for det, det_state in zip(self.detectors, state.get("detectors", [])):
                 det.load_state_dict(det_state)
             self.evolution.recover_checkpoint(state)
+            self._revision.record_revision()  # a changed config is recorded only once the checkpoint fits it
             self.progress.log(f"resumed from {ckpt.name}: step {self.step}, pool {len(self.pool)} tasks")
         return None
 
     def _prepare(self) -> None:
-        """Seed pool (unless admitted already), [evaluation 'initial'], warm start, evaluation before training."""
+        """Seed pool (unless admitted already), [evaluation 'initial'], warm start, evaluation 'before'."""
         cfg = self.config
         assert self.store is not None and self.pool is not None
         if len(self.pool) == 0:
@@ -219,7 +222,7 @@ class CoEvolveLoop:
                                     seed=seed * 7_919 + step * 131 + rank)
         metrics["time/rollout"] = time.perf_counter() - t
         if cfg.evolution.judge_rollouts == "confirm":
-            metrics.update(self._second_opinion(groups))
+            metrics.update(second_opinion(self.teacher, groups, self.store, self.step))
         all_groups: list[RolloutGroup] = self.algorithm.gather(groups)
         if self.main:
             self.registry.hook.on_rollouts_collected(run=self.view, step=step, groups=all_groups)
@@ -256,9 +259,6 @@ class CoEvolveLoop:
         self.registry.hook.on_step_end(run=self.view, step=step, metrics=metrics)
         self.progress.step(step, metrics)
         self.algorithm.barrier()
-
-    def _second_opinion(self, groups: list[RolloutGroup]) -> dict[str, float]:
-        return second_opinion(self.teacher, groups, self.store, self.step)
 
     def _detect(self, groups: list[RolloutGroup], step: int) -> list[Signal]:
         with id_stream("signals", self.config.seed, step):

@@ -62,6 +62,14 @@ class Start:
     checkpoint: Path | None = None
     state: dict[str, Any] = field(default_factory=dict)
     finished: bool = False
+    #: a changed configuration, recorded once the checkpoint has loaded (``record_revision``):
+    #: a change the checkpoint does not fit (a model's size) must leave no trace in the folder
+    revision: Callable[[], None] | None = None
+
+    def record_revision(self) -> None:
+        if self.revision is not None:
+            self.revision()
+            self.revision = None
 
     @property
     def step(self) -> int:
@@ -138,13 +146,19 @@ class RunFolder:
                                       source=str(self.path / "config.yaml"))
         ckpt = self._choose_checkpoint(store, log)
         state = read_state(ckpt) if ckpt is not None else {"step": 0}
-        if changes:
+        def revision() -> None:
             store.record_config_revision(int(state["step"]), config, changes, forced=allow_config_change)
             (self.path / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
             log("configuration changed on resume (recorded as a new revision): " + "; ".join(changes))
+
+        pending = revision if changes else None
         if store.get_meta("status") == "finished" and ckpt is not None and int(state["step"]) >= cfg.training.steps:
             log(f"{self.path} finished at step {state['step']}: nothing to do (raise training.steps with --set to train on)")
+            Start(store, revision=pending).record_revision()
             return Start(store, ckpt, state, finished=True)
+        if ckpt is None and pending is not None:  # nothing to load that could refuse the change
+            pending()
+            pending = None
         store.set_meta("status", "running")
         if ckpt is None:  # stopped before its first checkpoint
             seed_seq = store.get_meta("seed_pool_seq")
@@ -157,7 +171,7 @@ class RunFolder:
         task_seq = store.legacy_task_seq(int(state.get("pool_size") or 0)) if legacy else int(state["task_seq"])
         store.rollback(int(state["step"]), task_seq, int(state.get("round", 0) if legacy else state["evolution"]["round"]))
         store.set_meta("resumed_from", int(state["step"]))
-        return Start(store, ckpt, state)
+        return Start(store, ckpt, state, revision=pending)
 
     def _choose_checkpoint(self, store: RunStore, log: Callable[[str], None]) -> Path | None:
         """The newest intact checkpoint of this run; damaged ones are set aside, saying so."""

@@ -45,6 +45,14 @@ def test_wrong_component_option_type(tmp_path: Path, sub_env: dict[str, str]) ->
     assert "environment.options.max_steps" in out.stderr
 
 
+def test_a_component_option_typo_in_run_names_the_users_file(tmp_path: Path, sub_env: dict[str, str]) -> None:
+    cfg = write_config(tmp_path, **{"environment.options": {"max_steps": "lots"}})
+    out = run(["run", str(cfg)], sub_env)
+    assert out.returncode == 2 and "Traceback" not in out.stderr
+    assert str(cfg) in out.stderr and "environment.options.max_steps" in out.stderr
+    assert "run/config.yaml" not in out.stderr  # not the run folder's copy, which the user never wrote
+
+
 def test_misspelt_field_is_an_error_not_ignored(tmp_path: Path, sub_env: dict[str, str]) -> None:
     cfg = write_config(tmp_path, **{"training.stepz": 3})
     out = run(["run", str(cfg)], sub_env)

@@ -1,6 +1,8 @@
-"""`coevolve run` with GRPO, killed with SIGKILL and resumed, ends with exactly the weights of a
-run that was never interrupted: model, optimiser state, RNG and pool all come back. And the run
-folder is data: `coevolve eval` of it never runs a pickle planted in its checkpoint."""
+"""`coevolve run` with GRPO, killed with SIGKILL and resumed, ends with exactly the weights and
+sampled tokens of a run that was never interrupted (model, optimiser state and RNG come back;
+tests/core/test_resume_exact.py checks pool, rounds and signals at every kill point). The run
+folder is data: `coevolve eval` of it never runs a pickle planted in its checkpoint. A model
+that no longer fits the checkpoint stops the resume without setting anything aside."""
 
 from __future__ import annotations
 
@@ -90,3 +92,37 @@ def test_sigkill_and_resume_match_an_uninterrupted_run(tmp_path: Path, sub_env: 
     ev = subprocess.run([*coevolve_cmd(), "eval", str(killed)], capture_output=True, text=True, env=sub_env, timeout=600)
     said = ev.stdout + ev.stderr
     assert not marker.exists() and "model.safetensors" in said and "Traceback" not in said, said[-3000:]
+
+
+def test_a_changed_model_size_stops_the_resume_and_sets_nothing_aside(tmp_path: Path, sub_env: dict[str, str]) -> None:
+    """Even with --allow-config-change, a checkpoint that no longer fits the model is not damage:
+    every older checkpoint would not fit either, so nothing is set aside or rolled back."""
+    import sqlite3
+
+    run = tmp_path / "run"
+    small = ["--set", "algorithm.options.warm_start.steps=5", "--set", "training.steps=2", "--set", "training.checkpoint_every=1",
+             "--set", "pool.seed_tasks=8", "--set", "training.tasks_per_step=2", "--set", "eval.max_tasks=2"]
+    first = subprocess.run([*coevolve_cmd(), "run", str(REPO / "examples" / "kvstore-tiny.yaml"), "--set", f"run_dir={run}", *small, "-q"],
+                           capture_output=True, text=True, env=sub_env, timeout=600)
+    assert first.returncode == 0, first.stderr[-3000:]
+
+    def state() -> tuple:
+        con = sqlite3.connect(run / "run.sqlite")
+        try:
+            counts = tuple(con.execute(f"SELECT COUNT(*) FROM {t}").fetchone()[0]
+                           for t in ("metrics", "trajectories WHERE phase = 'train'", "tasks", "signals"))
+        finally:
+            con.close()
+        return counts, sorted(p.name for p in (run / "checkpoints").iterdir())
+
+    before = state()
+    out = subprocess.run([*coevolve_cmd(), "run", "--resume", str(run), "--set", "training.steps=3", "--set", "policy.options.hidden_size=48",
+                          "--allow-config-change"], capture_output=True, text=True, env=sub_env, timeout=600)
+    assert out.returncode == 2 and "Traceback" not in out.stderr, out.stderr[-3000:]
+    assert "size changed" in out.stderr and "--restart" in out.stderr
+    assert state() == before
+    assert not any(p.name.endswith(".damaged") for p in (run / "checkpoints").iterdir())
+    # undoing the change resumes (the final evaluation, rolled back with the extended step count, is made again)
+    again = subprocess.run([*coevolve_cmd(), "run", "--resume", str(run), "--set", "training.steps=3", "-q", "--allow-config-change"],
+                           capture_output=True, text=True, env=sub_env, timeout=600)
+    assert again.returncode == 0, again.stderr[-3000:]

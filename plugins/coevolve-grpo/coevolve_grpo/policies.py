@@ -19,7 +19,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from coevolve_sdk.algorithm import CheckpointError
+from coevolve_sdk.algorithm import CheckpointError, CheckpointMismatch
 from coevolve_sdk.context import RunContext
 from coevolve_sdk.policy import Generation, TrainablePolicy
 
@@ -329,13 +329,13 @@ class HFPolicy(TrainablePolicy):
             if not _keys_match(state, own):
                 extra = sorted(set(state) - set(own))[:5]
                 missing = sorted(k for k in set(own) - set(state))[:5]
-                raise CheckpointError(
+                raise CheckpointMismatch(
                     f"the weights in {path} do not fit this policy's model (missing {missing}, unexpected {extra}): "
                     "was the checkpoint written by another model? Resume with the model it was trained with"
                 )
         wrong = [f"{k} {tuple(t.shape)} vs {tuple(own[k].shape)}" for k, t in state.items() if t.shape != own[k].shape]
         if wrong:
-            raise CheckpointError(
+            raise CheckpointMismatch(
                 f"the weights in {path} have other shapes than this policy's model ({'; '.join(wrong[:3])}): the "
                 "model's size changed since the checkpoint was written; resume with the original policy options"
             )
