@@ -8,7 +8,7 @@ the new ones, so a regression shows at a glance. Wall-clock figures on a shared 
 noisy: read a miss against the load it was measured under (the table prints the load average).
 
 A bench that fails prints its log's tail and makes the exit status 1; a goal missed does not
-(timings are not pass/fail). ``bench/warm_start.py`` joins the table as soon as it exists.
+(timings are not pass/fail).
 
     python bench/run_all.py [--only a,b] [--skip a,b] [--full] [--out runs/bench/results.json]
 """
@@ -43,7 +43,7 @@ class Bench:
 BENCHES = [
     Bench("grpo_vs_trl", ["--steps", "3", "--prompts", "4", "--group", "4", "--tokens", "16"], []),
     Bench("rollout_vs_generate", ["--episodes", "32", "--tokens", "32", "--repeat", "3"], []),
-    Bench("warm_start", ["--steps", "2", "--rounds", "2"], [], optional=True),
+    Bench("warm_start", ["--steps", "2", "--rounds", "2"], []),
     Bench("signals_throughput", ["--records", "300000", "--no-memory"], []),
     # a round of ~1.3 steps, as in the paper (Table 7: 480 s a round, 376 s a step), admitted async_lag=2 steps later
     Bench("evolution_async", ["--seconds", "0.15", "--steps", "22", "--step-delay", "0.4", "--every", "5", "--async-lag", "2"], []),

@@ -49,6 +49,6 @@ def test_new_env_installs_passes_its_test_and_trains(tmp_path: Path) -> None:
     assert "2 passed" in out
     listed = sh("coevolve plugins --json")
     assert '"distribution": "coevolve-demo"' in listed
-    summary = sh("coevolve run demo-tiny.yaml --quiet --set training.steps=1", cwd=tmp_path / "coevolve-demo")
-    assert '"steps": 1' in summary
+    summary = sh("coevolve run demo-tiny.yaml --quiet --set training.steps=3", cwd=tmp_path / "coevolve-demo")
+    assert '"steps": 3' in summary
     assert (tmp_path / "coevolve-demo" / "runs" / "demo-tiny" / "report.html").exists()
