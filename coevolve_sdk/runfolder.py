@@ -151,14 +151,14 @@ class RunFolder:
             (self.path / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
             log("configuration changed on resume (recorded as a new revision): " + "; ".join(changes))
 
+        finished = store.get_meta("status") == "finished" and ckpt is not None and int(state["step"]) >= cfg.training.steps
         pending = revision if changes else None
-        if store.get_meta("status") == "finished" and ckpt is not None and int(state["step"]) >= cfg.training.steps:
-            log(f"{self.path} finished at step {state['step']}: nothing to do (raise training.steps with --set to train on)")
-            Start(store, revision=pending).record_revision()
-            return Start(store, ckpt, state, finished=True)
-        if ckpt is None and pending is not None:  # nothing to load that could refuse the change
+        if pending is not None and (finished or ckpt is None):  # no checkpoint will be loaded that could refuse the change
             pending()
             pending = None
+        if finished:
+            log(f"{self.path} finished at step {state['step']}: nothing to do (raise training.steps with --set to train on)")
+            return Start(store, ckpt, state, finished=True)
         store.set_meta("status", "running")
         if ckpt is None:  # stopped before its first checkpoint
             seed_seq = store.get_meta("seed_pool_seq")

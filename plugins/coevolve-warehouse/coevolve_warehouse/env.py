@@ -114,8 +114,6 @@ class WarehouseEnv(ToolEnv):
 
     # ------------------------------------------------------------ tasks
     def tasks(self, split: str = "train") -> list[Task]:
-        if split not in world.SPLITS:
-            raise ValueError(f"warehouse has the splits {', '.join(world.SPLITS)}, not '{split}'")
         out = self._all(split)
         if split == "train" and self.options.train_tasks:
             out = out[: self.options.train_tasks]
@@ -168,9 +166,9 @@ class WarehouseEnv(ToolEnv):
     def describe(self, task: Task | None, steps: list[Step]) -> str:
         """Phrase executed calls in the request language, recognising the state skills
         ("take all", "move all", a closing question) from counts and what used them. Calls the
-        language cannot phrase as one request (nothing that changes the stock, or more than
-        ``world.MAX_SKILLS`` skills) give "", which validation rejects as an empty query: a
-        proposed task must be a request the world's own tasks could make."""
+        language cannot phrase as one request (no clean call, or more than ``world.MAX_SKILLS``
+        skills) give "": the explorer then proposes nothing from them, since a proposed task
+        must be a request the world's own tasks could make."""
         executed: list[tuple[Call, str]] = []
         for s in steps:
             try:
