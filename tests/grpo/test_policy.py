@@ -168,3 +168,21 @@ def test_hf_policy_with_absolute_positions_decodes_left_padded_batches(pol, tmp_
             logits = hf.model(input_ids=torch.tensor([p + g.token_ids])).logits[0].float()
         lp = torch.log_softmax(logits[len(p) - 1 : -1], -1).gather(1, torch.tensor(g.token_ids)[:, None])[:, 0]
         assert torch.allclose(lp, torch.tensor(g.logprobs), atol=1e-4)
+
+
+def test_tiny_initial_weights_follow_the_run_seed_unless_the_option_sets_one(tmp_path):
+    """Issue 19: five run seeds must mean five initial models, not one; an explicit option
+    still pins the initialisation (and two builds with one seed are bit-identical)."""
+    from coevolve_grpo.policies import TinyPolicy
+
+    def weights(run_seed: int, **opts) -> dict[str, torch.Tensor]:
+        pol = TinyPolicy(TinyPolicy.Options(hidden_size=32, heads=2, kv_heads=1, **opts), make_context(tmp_path, seed=run_seed))
+        return {k: v.detach().clone() for k, v in pol.model.state_dict().items()}
+
+    def same(a, b) -> bool:
+        return a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+    s0, s0_again, s1 = weights(0), weights(0), weights(1)
+    assert same(s0, s0_again)
+    assert not same(s0, s1), "runs with seeds 0 and 1 start from the same initial weights"
+    assert same(weights(5, seed=3), weights(6, seed=3)), "an explicit seed option no longer pins the initial weights"

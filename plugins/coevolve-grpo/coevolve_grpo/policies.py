@@ -46,7 +46,7 @@ class HFPolicyOptions(BaseModel):
     attn_implementation: str | None = Field(None, description="e.g. sdpa, flash_attention_2; None = transformers' default.")
     max_context: int = Field(4096, ge=16, description="Longest token sequence the policy is asked to handle.")
     max_batch_size: int | None = Field(None, ge=1, description="Prompts decoded together at most; None = all at once.")
-    seed: int | None = Field(None, description="Seed torch's RNG once when the policy is built.")
+    seed: int | None = Field(None, description="Seed torch's RNG once when the policy is built; default: the run seed.")
 
 
 class TinyPolicyOptions(BaseModel):
@@ -63,7 +63,9 @@ class TinyPolicyOptions(BaseModel):
     init_from: str | None = Field(None, description="Directory of a saved tiny policy (save_pretrained) to start from.")
     max_context: int = Field(2048, ge=16)
     max_batch_size: int | None = Field(None, ge=1)
-    seed: int = Field(0, description="Seed of the weight initialisation (identical on every process).")
+    seed: int | None = Field(
+        None, description="Seed of the weight initialisation and of the tokenizer corpus's random actions (identical on every "
+                          "process); default: the run seed, so that runs with different seeds start from different models.")
     device: str = Field("auto")
 
 
@@ -94,8 +96,9 @@ class HFPolicy(TrainablePolicy):
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
         o = self.options
-        if o.seed is not None:
-            torch.manual_seed(o.seed)
+        seed = o.seed if o.seed is not None else (self.context.seed if self.context is not None else None)
+        if seed is not None:  # the run's seed unless the option overrides it
+            torch.manual_seed(seed)
         tok = AutoTokenizer.from_pretrained(o.tokenizer or o.model, trust_remote_code=o.trust_remote_code)
         if o.chat_template:
             tpl = o.chat_template
@@ -359,8 +362,8 @@ class TinyPolicy(HFPolicy):
     Nothing is downloaded. The tokenizer corpus is the environment's task queries and reference
     actions, its tool schemas, its opening messages and a few random valid actions (from
     ``context.new_env()``), plus a short corpus shipped with the package and the chat template's
-    fixed strings. Everything is deterministic: the same environment gives the same tokenizer and,
-    with the same ``seed``, the same initial weights on every process.
+    fixed strings. Everything is deterministic: the same environment and ``seed`` (the run seed unless
+    the option sets one) give the same tokenizer and the same initial weights on every process.
 
     The model and tokenizer are built on first use, so ``texts_for_tokenizer`` can still add texts.
     """
@@ -374,6 +377,13 @@ class TinyPolicy(HFPolicy):
 
     def _build(self) -> None:  # lazy: see _ensure
         return None
+
+    @property
+    def init_seed(self) -> int:
+        """The seed of the initial weights: ``options.seed`` when set, else the run's seed."""
+        if self.options.seed is not None:
+            return int(self.options.seed)
+        return int(self.context.seed) if self.context is not None else 0
 
     def texts_for_tokenizer(self, texts: list[str]) -> None:
         if self._model is not None:
@@ -402,7 +412,7 @@ class TinyPolicy(HFPolicy):
         if self.context is not None and self.context.make_env is not None:
             env = self.context.new_env()
             try:
-                texts = env_texts(env, sample_actions=o.sample_actions, seed=o.seed)
+                texts = env_texts(env, sample_actions=o.sample_actions, seed=self.init_seed)
             finally:
                 try:
                     env.close()
@@ -426,9 +436,10 @@ class TinyPolicy(HFPolicy):
             bos_token_id=None,
         )
         # Seed the initialisation (then restore the global RNG): the initial weights depend only
-        # on `seed`, not on what used the RNG before, and are identical on every process.
+        # on `seed` (the run seed unless set), not on what used the RNG before, and are identical
+        # on every process.
         state = torch.random.get_rng_state()
-        torch.manual_seed(o.seed)
+        torch.manual_seed(self.init_seed)
         try:
             model = Qwen3ForCausalLM(cfg)
         finally:

@@ -92,7 +92,7 @@ class VLLMPolicyOptions(HFPolicyOptions):
     probe_max_abs_diff: float = Field(1.0, gt=0, description="Largest per-token |logp_trainer - logp_vllm| accepted.")
     probe_mean_abs_diff: float = Field(0.1, gt=0, description="Largest mean |logp_trainer - logp_vllm| accepted (bf16).")
     probe_on_fail: Literal["warn", "raise"] = "warn"
-    engine_seed: int = Field(0, description="vLLM's sampling seed (offset by the data-parallel rank).")
+    engine_seed: int | None = Field(None, description="vLLM's sampling seed (offset by the data-parallel rank); default: the run seed.")
 
     @model_validator(mode="after")
     def _check(self) -> "VLLMPolicyOptions":
@@ -217,7 +217,7 @@ class VLLMPolicy(HFPolicy):
                 sleep_level=o.sleep_level,
                 enable_prefix_caching=o.enable_prefix_caching,
                 enforce_eager=o.enforce_eager,
-                seed=o.engine_seed,
+                seed=o.engine_seed if o.engine_seed is not None else (self.context.seed if self.context is not None else 0),
                 in_process=o.in_process,
                 weight_transfer_backend=o.weight_transfer_backend,
                 tensor_parallel_size=o.tensor_parallel_size,
