@@ -44,9 +44,28 @@ from .pool import TaskPool
 from .store import RunStore
 from .teacher import Teacher
 from .types import RolloutGroup, Signal, Task, Trajectory
-from .validation import Validator
+from .validation import Validator, evaluation_requests
 
-__all__ = ["EvolutionScheduler", "Admission"]
+__all__ = ["EvolutionScheduler", "Admission", "held_out_requests"]
+
+
+def held_out_requests(cfg: RunConfig, make_env: Callable[[], AgentEnv], log: Callable[[str], None]) -> dict[str, str]:
+    """The normalised requests of the run's evaluation split (all its tasks, not only the
+    ``eval.max_tasks`` evaluated), which no admitted task may repeat (validation.py). A run that
+    evaluates needs the split anyway, so a missing one is an error here; a run that never
+    evaluates only says that its tasks are not checked against it."""
+    evaluates = cfg.eval.initial or cfg.eval.before or cfg.eval.after or cfg.eval.every is not None
+    env = make_env()
+    try:
+        return evaluation_requests(env, [cfg.eval.split])
+    except Exception as e:
+        if evaluates:
+            raise
+        log(f"WARNING: the evaluation split '{cfg.eval.split}' could not be read ({type(e).__name__}: {e}): admitted tasks are "
+            f"not checked against its requests")
+        return {}
+    finally:
+        env.close()
 
 
 @dataclass
@@ -111,7 +130,8 @@ class EvolutionScheduler:
                 on_proposed: Callable[[int, list[Any]], None]) -> "EvolutionScheduler":
         """The scheduler of a run, with its evolver (teacher, validator, workers) built from the config."""
         evo = cfg.evolution
-        evolver = Evolver(teacher, Validator(cfg.validation), make_env, store, workers=evo.workers,
+        validator = Validator(cfg.validation, held_out=held_out_requests(cfg, make_env, log))
+        evolver = Evolver(teacher, validator, make_env, store, workers=evo.workers,
                           max_signals_per_kind=evo.max_signals_per_kind, max_admitted=evo.max_admitted_per_round,
                           on_proposed=on_proposed, seed=cfg.seed)
         return cls(evolver, store, pool, evo, seed=cfg.seed, detector_kinds=detector_kinds, log=log, on_admitted=on_admitted)

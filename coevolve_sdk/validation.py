@@ -4,19 +4,49 @@ Each candidate is instantiated on its parent's state and its reference actions a
 a fresh environment. It is accepted when the environment's own grader passes the replay, or
 (as the paper allows) when the environment gave a positive reward along the way. Every
 rejection carries a reason that the run store keeps.
+
+A candidate whose request is that of a held-out evaluation task (compared after
+``normalise_request``: case, whitespace, trailing punctuation) is rejected before anything else,
+with its own reason (``EVAL_REQUEST_REASON``): training on a test request verbatim would inflate
+held-out success, and a small explorer finds such requests by chance often enough to matter.
 """
 
 from __future__ import annotations
 
-from typing import Callable
+import re
+from typing import Callable, Iterable
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from .culprit import ComponentError, blame
+from .culprit import ComponentError, blame, checked_tasks
 from .environment import AgentEnv
 from .types import CandidateTask, Task, Trajectory, Verdict
 
-__all__ = ["Validator", "ValidationOptions"]
+__all__ = ["Validator", "ValidationOptions", "normalise_request", "evaluation_requests", "EVAL_REQUEST_REASON"]
+
+#: the reason (before its ':') of a rejection for repeating an evaluation task's request; the
+#: round records count rejections by this key
+EVAL_REQUEST_REASON = "request of a held-out evaluation task"
+
+_SPACE = re.compile(r"\s+")
+
+
+def normalise_request(text: str) -> str:
+    """A request as compared with the evaluation splits: lower case, runs of whitespace as one
+    space, no surrounding whitespace and no trailing punctuation ("Count the nuts in bin B." and
+    "count  the nuts in bin b" are the same request)."""
+    return _SPACE.sub(" ", text).strip().lower().rstrip(".!?;:,… ").strip()
+
+
+def evaluation_requests(env: AgentEnv, splits: Iterable[str]) -> dict[str, str]:
+    """The normalised requests of every task of ``splits`` (the run's evaluation splits), each
+    mapped to ``split/task id`` for the rejection's reason. A split the environment does not
+    have raises: the run would fail at its first evaluation anyway, better before the seed pool."""
+    out: dict[str, str] = {}
+    for split in dict.fromkeys(splits):
+        for task in checked_tasks(env, split):
+            out.setdefault(normalise_request(task.query), f"{split}/{task.id}")
+    return out
 
 
 class ValidationOptions(BaseModel):
@@ -30,8 +60,16 @@ class ValidationOptions(BaseModel):
 
 
 class Validator:
-    def __init__(self, options: ValidationOptions | None = None) -> None:
+    """Checks candidates by execution. ``held_out`` maps normalised requests of the run's
+    evaluation tasks (``evaluation_requests``) to their names: a candidate asking one of them is
+    rejected, whatever the teacher."""
+
+    def __init__(self, options: ValidationOptions | None = None, held_out: dict[str, str] | None = None) -> None:
         self.options = options or ValidationOptions()
+        self.held_out = dict(held_out or {})
+
+    def _held_out(self, query: str) -> str | None:
+        return self.held_out.get(normalise_request(query)) if self.held_out else None
 
     def validate(
         self,
@@ -57,6 +95,9 @@ class Validator:
             return reject("empty query")
         if len(candidate.query) > o.max_query_chars:
             return reject(f"query is {len(candidate.query)} characters; the limit is {o.max_query_chars}")
+        leak = self._held_out(candidate.query)
+        if leak is not None:
+            return reject(f"{EVAL_REQUEST_REASON}: {leak} asks the same", evaluation_task=leak)
         n = len(candidate.reference_actions)
         if n < o.min_actions:
             return reject(f"only {n} reference actions; at least {o.min_actions} are required")
@@ -73,6 +114,9 @@ class Validator:
                           where=named.frames[-1:] if named else [])
         if task.fingerprint() in existing:  # make_task may complete the actions: compare the task too
             return reject("duplicate of a task already in the pool")
+        leak = self._held_out(task.query)  # make_task may rewrite the request too
+        if leak is not None:
+            return reject(f"{EVAL_REQUEST_REASON}: {leak} asks the same", evaluation_task=leak)
         limit = getattr(env.options, "max_steps", None)
         if limit is not None and len(task.reference_actions) > limit:
             return reject(f"the task needs {len(task.reference_actions)} actions but an episode allows max_steps={limit}")

@@ -22,6 +22,7 @@ import sys
 from collections import Counter, defaultdict
 from pathlib import Path
 
+from coevolve_sdk.validation import EVAL_REQUEST_REASON
 from coevolve_warehouse import world
 
 _PATTERNS = {
@@ -58,6 +59,9 @@ def analyse_run(db: Path) -> dict[str, float]:
         row[f"signals/{k}"] = kinds.get(k, 0) / max(len(rounds), 1)
     row["proposed/round"] = sum(r.get("candidates", 0) for r in rounds) / max(len(rounds), 1)
     row["admitted/round"] = sum(r.get("accepted", 0) for r in rounds) / max(len(rounds), 1)
+    # candidates that asked a test request verbatim (rejected by validation, issue 19)
+    row["rejected as a test request/round"] = sum((r.get("rejection_reasons") or {}).get(EVAL_REQUEST_REASON, 0)
+                                                  for r in rounds) / max(len(rounds), 1)
     seed = [q for o, q in tasks.values() if o == "seed"]
     synth = [q for o, q in tasks.values() if o == "synthetic"]
     row["pool/seed"] = len(seed)
