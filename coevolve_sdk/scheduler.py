@@ -14,7 +14,10 @@ teacher's speed, and a resumed run does exactly what an uninterrupted one did:
   not done by then. A round due while the previous one is still waiting for admission is
   skipped (its signals wait for the next round); at the last step every round still running
   is waited for and admitted before the final checkpoint;
-* a round due with no signal is skipped, loudly, with the likely reason.
+* a round due with no signal is skipped, loudly, with the likely reason;
+* a round whose tasks would join the pool after the last training step samples (sync: a round
+  at the last step; async: one admitted after it) is not started: nothing would train on its
+  tasks, and an arm's count of admitted tasks would include tasks no step saw.
 
 Resume (``recover``): rounds the checkpoint recorded as running are finished from the store
 (their validated tasks, when the round completed before the stop) or run again from the
@@ -111,8 +114,10 @@ class EvolutionScheduler:
         detector_kinds: list[str],
         log: Callable[[str], None],
         on_admitted: Callable[[int, list[Task]], None],
+        last_step: int | None = None,
     ) -> None:
         self.evolver = evolver
+        self.last_step = last_step  # training.steps: no round whose tasks no step would sample
         self.store = store
         self.pool = pool
         self.settings = options  # the run's evolution section (evolution.* in the config)
@@ -134,7 +139,8 @@ class EvolutionScheduler:
         evolver = Evolver(teacher, validator, make_env, store, workers=evo.workers,
                           max_signals_per_kind=evo.max_signals_per_kind, max_admitted=evo.max_admitted_per_round,
                           on_proposed=on_proposed, seed=cfg.seed)
-        return cls(evolver, store, pool, evo, seed=cfg.seed, detector_kinds=detector_kinds, log=log, on_admitted=on_admitted)
+        return cls(evolver, store, pool, evo, seed=cfg.seed, detector_kinds=detector_kinds, log=log, on_admitted=on_admitted,
+                   last_step=cfg.training.steps)
 
     # ------------------------------------------------------------------ checkpoint state
     def state_dict(self) -> dict[str, Any]:
@@ -200,6 +206,12 @@ class EvolutionScheduler:
                 if tr.id in wanted:
                     self._cache[tr.id] = tr.without_tokens()
         if step % self.settings.every != 0:
+            return
+        first_sampled = step + 1 if self.settings.mode == "sync" else step + self.settings.async_lag + 1
+        if self.last_step is not None and first_sampled > self.last_step:
+            text = (f"evolution round not started at step {step}: its tasks would join the pool after the last training step "
+                    f"({self.last_step}), so nothing would train on them")
+            self.log(text)
             return
         if self._running:
             self.log(f"step {step}: evolution round skipped: round {self._running[0].round} is still waiting for admission "
