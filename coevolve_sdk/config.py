@@ -61,6 +61,12 @@ class EvolutionConfig(_Strict):
         None, ge=1, description="guidance=random: pool tasks explored from per round (default: max_signals_per_kind x 3, "
                                 "what the three detectors can hand the teacher at most)."
     )
+    random_max_starts: int | None = Field(
+        None, ge=1, description="guidance=random with max_admitted_per_round: a round that has validated fewer tasks than the "
+                                "cap after its random_starts starts explores from more pool tasks drawn at random, random_starts "
+                                "at a time, up to this many starts in all (default: 4 x random_starts), so that the arms compare at "
+                                "equal admitted-task counts as far as possible; the round's record says when the bound stopped it."
+    )
     max_admitted_per_round: int | None = Field(
         None, ge=1, description="Admit at most this many validated tasks per round (the first in signal order). Equal budgets "
                                 "make arms comparable; None: no limit."

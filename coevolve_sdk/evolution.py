@@ -14,16 +14,38 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+import numpy as np
+
+from .diskspace import disk_full_cause
 from .environment import AgentEnv
 from .errors import BudgetExhausted
 from .ids import id_stream
 from .signals import dedupe_signals
 from .store import RunStore
 from .teacher import Teacher, describe_triplets, usage_meter
-from .types import ExplorationContext, Lineage, Signal, Task, TeacherUsage, Trajectory
+from .types import CandidateTask, ExplorationContext, Lineage, Signal, Task, TeacherUsage, Trajectory, Verdict
 from .validation import Validator
 
-__all__ = ["Evolver", "RoundResult"]
+__all__ = ["Evolver", "RoundResult", "signal_seed"]
+
+
+def signal_seed(run_seed: int, round_id: int, index: int) -> int:
+    """The seed of one signal's exploration: a stream of its own per (run seed, round, signal
+    index), so that signals explored in any order, on any thread, draw what they would alone."""
+    return int(np.random.SeedSequence([run_seed, round_id, index, 0xE7]).generate_state(1)[0] & 0x7FFF_FFFF)
+
+
+@dataclass
+class _SignalWork:
+    """What one signal produced (explored and validated against the pool), before the round
+    settles it in signal order."""
+
+    signal: Signal
+    checked: list[tuple[CandidateTask, Verdict, Task | None]] = field(default_factory=list)
+    failure: str | None = None
+    budget_exhausted: bool = False
+    usage: TeacherUsage | None = None
+    seconds: float = 0.0
 
 
 @dataclass
@@ -41,6 +63,11 @@ class RoundResult:
     budget_exhausted: bool = False
     #: validated tasks left out because the round's admission cap was reached
     over_budget: int = 0
+    #: signals (random arm: exploration starts) explored, of those chosen
+    starts_explored: int = 0
+    #: random arm with an admission cap: whether its validated tasks reached the cap, and if not why
+    admission_cap_reached: bool | None = None
+    short_of_cap: str | None = None
     seconds: float = 0.0
     usage: TeacherUsage = field(default_factory=TeacherUsage)
 
@@ -57,6 +84,9 @@ class RoundResult:
             "failures": self.failures[:20],
             "budget_exhausted": self.budget_exhausted,
             "over_budget": self.over_budget,
+            "starts_explored": self.starts_explored,
+            "admission_cap_reached": self.admission_cap_reached,
+            "short_of_cap": self.short_of_cap,
             "seconds": self.seconds,
             "usage": self.usage.model_dump(),
         }
@@ -106,6 +136,7 @@ class Evolver:
         existing: set[str],
         *,
         unguided: bool = False,
+        batch: int | None = None,
     ) -> RoundResult:
         """Reflect on, explore from and abstract each signal; validate every candidate.
 
@@ -113,53 +144,57 @@ class Evolver:
         pool task to start from (kind ``random``, no trajectory); the teacher explores it with
         a neutral context instead of a reflection on a signalled trajectory. Everything else
         (exploration budget, abstraction, validation, the admission cap) is the same, so the
-        two arms differ only in where exploration starts and what guides it."""
+        two arms differ only in where exploration starts and what guides it. With ``batch``,
+        the starts are explored ``batch`` at a time and the round stops after the first batch
+        that brings its validated tasks to the admission cap (``max_admitted``): the random arm
+        explores further when its first starts admit fewer tasks than the guided arm may, up
+        to the starts it was given, and the record says whether it reached the cap.
+
+        The result depends on the run seed, the round and the inputs only, never on
+        ``workers`` or thread timing: each signal explores with an RNG stream of its own
+        (run seed, round, signal index) on an environment reset from that stream, validation
+        checks each candidate against the pool only, and the round's own duplicates are then
+        settled in signal order (the first signal's task wins), not in completion order."""
         t0 = time.perf_counter()
         chosen = list(signals) if unguided else dedupe_signals(signals, default_cap=self.max_signals_per_kind)
-        res = RoundResult(round=round_id, step=step, signals_in=len(signals), signals_used=len(chosen))
-        for s in chosen:
-            res.by_kind[s.kind] = res.by_kind.get(s.kind, 0) + 1
+        res = RoundResult(round=round_id, step=step, signals_in=len(signals))
         seen = set(existing)
-        lock = threading.Lock()
         stop = threading.Event()
 
-        def handle(i: int, sig: Signal) -> None:
+        def handle(i: int, sig: Signal) -> _SignalWork | None:
             # the ids of this signal's candidates and tasks come from a stream of its own,
             # whichever thread runs it, so a replayed round gives out the same ids (ids.py)
             with id_stream("round", self.seed, round_id, i, sig.kind, sig.task_id):
-                handle_signal(i, sig)
+                return explore_and_validate(i, sig)
 
-        def handle_signal(i: int, sig: Signal) -> None:
+        def explore_and_validate(i: int, sig: Signal) -> _SignalWork | None:
             if stop.is_set():
-                return
+                return None
+            work = _SignalWork(signal=sig)
             task = tasks.get(sig.task_id)
             traj = None if unguided else (trajectories.get(sig.trajectory_id) or self.store.get_trajectory(sig.trajectory_id))
             if task is None or (traj is None and not unguided):
-                with lock:
-                    res.failures.append(f"signal {sig.id}: its task or trajectory is no longer available")
-                return
+                work.failure = f"signal {sig.id}: its task or trajectory is no longer available"
+                return work
             env = self._env()
             s0 = time.perf_counter()
-            admitted_ids: list[str] = []
+            seed = signal_seed(self.seed, round_id, i)
             try:
                 with usage_meter() as meter:
                     try:
+                        env.reset(seed=seed, options={"task": task})  # the env's RNG from this signal's stream, whoever used it before
                         if traj is None:
                             ctx = ExplorationContext(signal_kind=sig.kind, summary="Unguided exploration of the environment.")
                         else:
                             ctx = self.teacher.reflect(sig, traj, task)
-                        triplets = self.teacher.explore(env, task, ctx, seed=self.seed + 7919 * round_id + i)
-                        with lock:
-                            snapshot = set(seen)
-                        cands = self.teacher.abstract(env, task, triplets, ctx, snapshot)
+                        triplets = self.teacher.explore(env, task, ctx, seed=seed)
+                        cands = self.teacher.abstract(env, task, triplets, ctx, set(existing))
                     except BudgetExhausted:
                         stop.set()
-                        with lock:
-                            res.budget_exhausted = True
+                        work.budget_exhausted = True
                         cands, triplets, ctx = [], [], None
                     except Exception as e:  # a teacher failure costs this signal, never the run
-                        with lock:
-                            res.failures.append(f"signal {sig.id}: teacher failed: {type(e).__name__}: {e}")
+                        work.failure = f"signal {sig.id}: teacher failed: {type(e).__name__}: {e}"
                         cands, triplets, ctx = [], [], None
                 for c in cands:
                     c.signal_id, c.signal_kind, c.trajectory_id = sig.id, sig.kind, sig.trajectory_id or None
@@ -172,22 +207,10 @@ class Evolver:
                         "triplets": describe_triplets(triplets),
                         "triplet_count": len(triplets),
                     }
-                if cands and self.on_proposed is not None:
-                    self.on_proposed(step, cands)
                 for c in cands:
-                    with lock:
-                        res.candidates += 1
-                        snapshot = set(seen)
                     with usage_meter() as judge_usage:  # the teacher's judge may call its model
-                        verdict, new_task = self.validator.validate(env, c, task, snapshot, judge=self.teacher.judge)
+                        verdict, new_task = self.validator.validate(env, c, task, existing, judge=self.teacher.judge)
                     meter.add(judge_usage)
-                    with lock:
-                        if new_task is not None and c.fingerprint() in seen:
-                            verdict = verdict.model_copy(update={"accepted": False, "reason": "duplicate of a task admitted earlier this round"})
-                            new_task = None
-                        if new_task is not None:
-                            seen.add(c.fingerprint())
-                            seen.add(new_task.fingerprint())
                     if new_task is not None:
                         new_task.lineage = Lineage(
                             parent_task_id=task.id,
@@ -200,32 +223,64 @@ class Evolver:
                             exploration=c.exploration,
                             validation={"reason": verdict.reason, "score": verdict.score, **verdict.evidence},
                         )
-                        admitted_ids.append(new_task.id)
-                        with lock:
-                            res.accepted.append(new_task)
-                    else:
-                        with lock:
-                            res.rejected += 1
-                            key = verdict.reason.split(":")[0][:60]
-                            res.rejection_reasons[key] = res.rejection_reasons.get(key, 0) + 1
-                    self.store.record_verdict(step, round_id, c, verdict, new_task.id if new_task else None)
+                    work.checked.append((c, verdict, new_task))
+                work.usage = meter
             finally:
                 self._release(env)
-            meter_usage = meter
-            with lock:
-                res.usage.add(meter_usage)
-            self.store.record_usage(step, round_id, sig.id, admitted_ids, meter_usage, time.perf_counter() - s0)
+            work.seconds = time.perf_counter() - s0
+            return work
 
-        if self.workers <= 1 or len(chosen) <= 1:
-            for i, s in enumerate(chosen):
-                handle(i, s)
-        else:
-            with ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="coevolve-evolve") as pool:
-                for f in [pool.submit(handle, i, s) for i, s in enumerate(chosen)]:
-                    f.result()
-        # deterministic order whatever the thread timing was
-        order = {s.id: i for i, s in enumerate(chosen)}
-        res.accepted.sort(key=lambda t: order.get(t.lineage.signal_id if t.lineage else "", 0))
+        def settle(work: _SignalWork | None) -> None:
+            """One signal's outcome into the round, in signal order (the main thread only)."""
+            if work is None:
+                return
+            res.signals_used += 1
+            res.by_kind[work.signal.kind] = res.by_kind.get(work.signal.kind, 0) + 1
+            if work.failure:
+                res.failures.append(work.failure)
+            res.budget_exhausted |= work.budget_exhausted
+            cands = [c for c, _, _ in work.checked]
+            if cands and self.on_proposed is not None:
+                self.on_proposed(step, cands)
+            admitted_ids: list[str] = []
+            for c, verdict, new_task in work.checked:
+                res.candidates += 1
+                if new_task is not None and (c.fingerprint() in seen or new_task.fingerprint() in seen):
+                    verdict = verdict.model_copy(update={"accepted": False, "reason": "duplicate of a task admitted earlier this round"})
+                    new_task = None
+                if new_task is not None:
+                    seen.update((c.fingerprint(), new_task.fingerprint()))
+                    admitted_ids.append(new_task.id)
+                    res.accepted.append(new_task)
+                else:
+                    res.rejected += 1
+                    key = verdict.reason.split(":")[0][:60]
+                    res.rejection_reasons[key] = res.rejection_reasons.get(key, 0) + 1
+                self.store.record_verdict(step, round_id, c, verdict, new_task.id if new_task else None)
+            if work.usage is None:
+                return  # the teacher never ran for it: no usage to record
+            res.usage.add(work.usage)
+            self.store.record_usage(step, round_id, work.signal.id, admitted_ids, work.usage, work.seconds)
+
+        size = batch if (unguided and batch and self.max_admitted is not None) else max(len(chosen), 1)
+        batches = [list(range(k, min(k + size, len(chosen)))) for k in range(0, len(chosen), size)]
+        for b, indices in enumerate(batches):
+            if self.workers <= 1 or len(indices) <= 1:
+                works = [handle(i, chosen[i]) for i in indices]
+            else:
+                with ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="coevolve-evolve") as pool:
+                    works = [f.result() for f in [pool.submit(handle, i, chosen[i]) for i in indices]]
+            for w in works:
+                settle(w)
+            res.starts_explored = indices[-1] + 1
+            if self.max_admitted is not None and len(res.accepted) >= self.max_admitted:
+                break
+        if unguided and self.max_admitted is not None:
+            res.admission_cap_reached = len(res.accepted) >= self.max_admitted
+            if not res.admission_cap_reached:
+                res.short_of_cap = (f"{len(res.accepted)} of {self.max_admitted} tasks validated after exploring all "
+                                    f"{len(chosen)} starts the round may draw (evolution.random_max_starts)"
+                                    if not res.budget_exhausted else "the teacher's budget ran out")
         # then take turns, so that an admission cap keeps a share of every kind and of every signal:
         # each signal's first task before any signal's second, and within that the kinds in turn
         kinds = list(dict.fromkeys(s.kind for s in chosen))

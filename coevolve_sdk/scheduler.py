@@ -40,6 +40,7 @@ import numpy as np
 
 from . import killpoints
 from .config import EvolutionConfig, RunConfig
+from .diskspace import disk_full_cause
 from .environment import AgentEnv
 from .evolution import Evolver, RoundResult
 from .ids import id_stream
@@ -91,8 +92,10 @@ class Admission:
 def _result_from_record(rec: dict[str, Any]) -> RoundResult:
     """A round's result as the store keeps it (the tasks it validated included)."""
     res = RoundResult(round=int(rec["round"]), step=int(rec["step"]))
-    for key in ("signals_in", "signals_used", "candidates", "rejected", "over_budget"):
+    for key in ("signals_in", "signals_used", "candidates", "rejected", "over_budget", "starts_explored"):
         setattr(res, key, int(rec.get(key, 0)))
+    res.admission_cap_reached = rec.get("admission_cap_reached")
+    res.short_of_cap = rec.get("short_of_cap")
     res.by_kind = dict(rec.get("by_kind", {}))
     res.rejection_reasons = dict(rec.get("rejection_reasons", {}))
     res.failures = list(rec.get("failures", []))
@@ -248,6 +251,8 @@ class EvolutionScheduler:
             try:
                 result = slot.future.result()
             except Exception as e:  # a teacher failure is caught per signal; this is a bug in the round
+                if disk_full_cause(e) is not None:  # not the round's fault: the run stops, a resume replays the round
+                    raise
                 self.log(f"evolution round {slot.round} failed: {type(e).__name__}: {e}; no task admitted")
                 result = RoundResult(round=slot.round, step=slot.step)
             waited = time.perf_counter() - t0
@@ -271,7 +276,8 @@ class EvolutionScheduler:
 
         def work() -> None:
             try:
-                slot.future.set_result(self.evolver.run_round(*args, unguided=unguided))
+                slot.future.set_result(self.evolver.run_round(*args, unguided=unguided,
+                                                              batch=self._random_batch() if unguided else None))
             except BaseException as e:  # noqa: BLE001 - handed to the admitting thread
                 slot.future.set_exception(e)
 
@@ -300,11 +306,19 @@ class EvolutionScheduler:
                     out[tid] = tr
         return out
 
+    def _random_batch(self) -> int:
+        """Starts a random-exploration round explores at first (and per further batch)."""
+        return self.settings.random_starts or 3 * (self.settings.max_signals_per_kind or 16)
+
     def _random_starts(self, r: int, step: int) -> tuple[list[Signal], dict[str, Trajectory]]:
         """The random-exploration arm: pool tasks drawn at random (an RNG of its own, so the
-        training sample stream is the one every arm sees) instead of signals."""
+        training sample stream is the one every arm sees) instead of signals. With an admission
+        cap, more than a batch are drawn (``random_max_starts``): the round explores them a
+        batch at a time until it has validated as many tasks as the cap (evolution.py)."""
         pool_tasks = self.pool.tasks
-        n = self.settings.random_starts or 3 * (self.settings.max_signals_per_kind or 16)
+        n = self._random_batch()
+        if self.settings.max_admitted_per_round is not None:
+            n = max(n, self.settings.random_max_starts or 4 * n)
         rng = np.random.default_rng([self.seed, 104_729, r])
         idx = rng.choice(len(pool_tasks), size=min(n, len(pool_tasks)), replace=False)
         with id_stream("random-starts", self.seed, r):
@@ -332,6 +346,8 @@ class EvolutionScheduler:
         extra = " (budget exhausted)" if result.budget_exhausted else ""
         if result.over_budget:
             extra += f" ({result.over_budget} validated tasks over the round's admission cap left out)"
+        if result.short_of_cap:
+            extra += f" (short of the admission cap: {result.short_of_cap})"
         self.log(f"round {result.round} (step {result.step}): signals {kinds}; {result.candidates} proposed, "
                  f"{len(admitted)} admitted, {result.rejected} rejected{extra}; pool {len(self.pool)}")
 
