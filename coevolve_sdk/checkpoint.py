@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from . import killpoints
+from .diskspace import writing
 
 __all__ = [
     "begin_checkpoint", "commit_checkpoint", "save_checkpoint", "write_checkpoint", "latest_checkpoint", "read_state", "tmp_path",
@@ -114,22 +115,29 @@ def save_checkpoint(root: Path, step: int, algorithm: Any, state: Callable[[], d
     states, say) into the same tmp folder; only then does the main process commit it, with
     ``state()`` (called on the main process only) as its ``state.json``."""
     main = algorithm.is_main_process
-    if main:
-        begin_checkpoint(root, step)
-    algorithm.barrier()
-    algorithm.save(tmp_path(root, step) / "algorithm")
-    algorithm.barrier()
-    if main:
-        killpoints.reached("checkpoint_saved")
-        commit_checkpoint(root, step, state(), keep=keep)
+    tmp = tmp_path(root, step)
+    # a full disk: the half-written folder is removed at once (its space is the first to free),
+    # the previous checkpoint stays the newest, and the error says what needs room where
+    with writing(f"the checkpoint of step {step}", tmp, cleanup=(lambda: shutil.rmtree(tmp, ignore_errors=True)) if main else None):
+        if main:
+            begin_checkpoint(root, step)
+            killpoints.reached("checkpoint_begun")
+        algorithm.barrier()
+        algorithm.save(tmp / "algorithm")
+        algorithm.barrier()
+        if main:
+            killpoints.reached("checkpoint_saved")
+            commit_checkpoint(root, step, state(), keep=keep)
     algorithm.barrier()
 
 
 def write_checkpoint(root: Path, step: int, state: dict[str, Any], save_extra: Callable[[Path], None], keep: int = 2) -> Path:
     """One-process form: begin, let ``save_extra`` fill the folder, commit."""
-    tmp = begin_checkpoint(root, step)
-    save_extra(tmp)
-    return commit_checkpoint(root, step, state, keep)
+    tmp = tmp_path(root, step)
+    with writing(f"the checkpoint of step {step}", tmp, cleanup=lambda: shutil.rmtree(tmp, ignore_errors=True)):
+        begin_checkpoint(root, step)
+        save_extra(tmp)
+        return commit_checkpoint(root, step, state, keep)
 
 
 def checkpoints_newest_first(root: Path) -> list[Path]:

@@ -1,7 +1,8 @@
 """The ``coevolve`` command.
 
 Errors the user can act on (``CoEvolveError``) are printed as one paragraph without a
-traceback and exit with status 2; anything else is a bug and keeps its traceback.
+traceback and exit with status 2; anything else is a bug and keeps its traceback. A run
+stopped by a full disk (``DiskFull``) exits with status 75 (``diskspace.EXIT_DISK_FULL``).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import yaml
 from rich.console import Console
 from rich.table import Table
 
+from .diskspace import EXIT_DISK_FULL, DiskFull
 from .errors import CoEvolveError
 
 app = typer.Typer(help="CoEvolve: RL for tool-use agents with a task pool that evolves with them.", no_args_is_help=True, add_completion=False)
@@ -96,9 +98,22 @@ def run(
             loop = CoEvolveLoop(cfg, resume=resume is not None, restart=restart, allow_config_change=allow_config_change,
                                 progress=progress, source=str(resume / "config.yaml" if resume is not None else config))
             summary = loop.run()
+    except DiskFull as e:  # its own exit status: nothing is wrong with the run, it needs room (docs/run-folder.md)
+        if debug:
+            err_console.print_exception()
+        err_console.print(f"Error: {e}", markup=False)
+        raise typer.Exit(EXIT_DISK_FULL) from None
     except CoEvolveError as e:
         _fail(e, debug)
         return
+    except OSError as e:  # a full disk before the loop runs (the lock file, say)
+        from .diskspace import disk_full_cause
+
+        code = disk_full_cause(e)
+        if code is None or cfg is None:
+            raise
+        err_console.print(f"Error: {DiskFull('the run folder', e.filename or cfg.run_dir, code, run_dir=cfg.run_dir)}", markup=False)
+        raise typer.Exit(EXIT_DISK_FULL) from None
     except KeyboardInterrupt:
         if cfg is None:
             raise typer.Exit(130) from None
@@ -385,6 +400,18 @@ def experiment_run(
     except CoEvolveError as e:
         _fail(e)
         return
+    except OSError as e:  # the experiment folder's own files (configs, logs) on a full disk
+        from .diskspace import disk_full_cause
+
+        code = disk_full_cause(e)
+        if code is None:
+            raise
+        err_console.print(f"Error: {DiskFull('the experiment folder', e.filename or out_dir or experiment.parent, code)}"
+                          .replace("coevolve run --resume RUN_DIR", again), markup=False)
+        raise typer.Exit(EXIT_DISK_FULL) from None
+    except KeyboardInterrupt:  # while loading or summarising: no run is running then
+        err_console.print("Interrupted. Run the same command again to continue.", markup=False)
+        raise typer.Exit(130) from None
     except KeyboardInterrupt:  # while loading or summarising: no run is running then
         err_console.print("Interrupted. Run the same command again to continue.", markup=False)
         raise typer.Exit(130) from None

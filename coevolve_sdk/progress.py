@@ -5,6 +5,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from .diskspace import writing
+
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress as RichProgress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
@@ -47,9 +49,10 @@ class TensorBoard:
             except Exception:
                 self._writer = False
                 return
-        for k, v in metrics.items():
-            self._writer.add_scalar(k, v, step)
-        self._writer.flush()
+        with writing("the TensorBoard logs", self.logdir):
+            for k, v in metrics.items():
+                self._writer.add_scalar(k, v, step)
+            self._writer.flush()
 
     def close(self) -> None:
         if self._writer:
@@ -110,6 +113,11 @@ class Progress:
         quarter = max(1, total // 4)
         if done == total or (done % quarter == 0 and done > 0):
             self.log(f"{what}: {done}/{total}")
+
+    def warn(self, message: str) -> None:
+        """Something a person must see even with --quiet (a disk about to fill)."""
+        if self.enabled:
+            self.console.print(f"[{time.perf_counter() - self._t0:7.1f}s] {message}", markup=False)
 
     def log(self, message: str) -> None:
         if self.enabled and not self.quiet:

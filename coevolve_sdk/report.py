@@ -9,12 +9,14 @@ from ``RUN_DIR/report.html``; matplotlib is an optional dependency (``coevolve-s
 
 from __future__ import annotations
 
+import errno
 import html
 import json
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+from .diskspace import DiskFull, disk_full_cause
 from .progress import metric
 from .store import RunStore
 
@@ -230,4 +232,7 @@ def write_report_safely(run_dir: str | Path, log: Any) -> None:
     try:
         log(f"report: {write_report(run_dir)}")
     except Exception as e:
+        if disk_full_cause(e, run_dir) is not None:  # the one problem that stops the run: everything after needs room too
+            raise DiskFull("the report", Path(run_dir) / "report.html", disk_full_cause(e, run_dir) or errno.ENOSPC,
+                           f"{type(e).__name__}: {e}") from e
         log(f"could not write the report: {type(e).__name__}: {e}")

@@ -13,6 +13,7 @@ the experiment runner) never writes, so it can be read while a run writes it.
 
 from __future__ import annotations
 
+import errno
 import json
 import sqlite3
 import threading
@@ -22,6 +23,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
 
+from .diskspace import DiskFull, disk_full_cause
 from .errors import ResumeError
 from .types import CandidateTask, Signal, Task, TeacherUsage, Trajectory, Verdict
 
@@ -133,6 +135,8 @@ class RunStore:
             self.schema_version = int(self.get_meta("schema_version", 0) or 0)
         except sqlite3.DatabaseError as e:
             self._db.close()
+            if disk_full_cause(e) is not None:  # a full disk is not a damaged store
+                raise self._full(e) from e
             raise StoreDamaged(
                 f"{self.path} is damaged or not a run store ({e}). If you have a copy of it, put it back; "
                 f"otherwise the run's history is lost: start again with `coevolve run --resume {self.path.parent} --restart`, "
@@ -177,9 +181,15 @@ class RunStore:
             try:
                 yield self._db
                 self._db.commit()
-            except BaseException:
+            except BaseException as e:
                 self._db.rollback()
+                if isinstance(e, sqlite3.Error) and disk_full_cause(e) is not None:
+                    raise self._full(e) from e
                 raise
+
+    def _full(self, e: BaseException) -> DiskFull:
+        """A write the disk had no room for: the transaction is rolled back, the file is intact."""
+        return DiskFull(f"the run's store ({self.path.name})", self.path, disk_full_cause(e) or errno.ENOSPC, f"{type(e).__name__}: {e}")
 
     def _query(self, sql: str, args: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
         with self._lock:
@@ -246,6 +256,15 @@ class RunStore:
 
     def task_counts(self) -> dict[str, int]:
         return {o: n for o, n in self._query("SELECT origin, COUNT(*) FROM tasks WHERE split = 'train' GROUP BY origin")}
+
+    def admitted_task_use(self) -> dict[str, int]:
+        """How many tasks the run's evolution admitted (origin ``synthetic``) and how many of them
+        a training step actually sampled (at least one ``train`` trajectory): what an experiment
+        reports per run, since a task admitted late or never drawn teaches nothing."""
+        admitted = self._query("SELECT COUNT(*) FROM tasks WHERE origin = 'synthetic' AND split = 'train'")[0][0]
+        trained = self._query("SELECT COUNT(DISTINCT j.task_id) FROM trajectories j JOIN tasks t ON t.id = j.task_id "
+                              "WHERE j.phase = 'train' AND t.origin = 'synthetic' AND t.split = 'train'")[0][0]
+        return {"admitted": int(admitted), "trained_on": int(trained)}
 
     def pool_growth(self) -> list[tuple[int, str, int]]:
         """(step admitted, origin, count) rows for the report's pool-growth plot."""

@@ -26,6 +26,7 @@ from pydantic import ValidationError
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from ..diskspace import EXIT_DISK_FULL
 from ..config import RunConfig
 from ..errors import CoEvolveError, ConfigError
 from .runs import run_status
@@ -72,10 +73,11 @@ class RunnerResult:
     failed: list[tuple[str, str]] = field(default_factory=list)  # (label, why, with the log's path)
     stopped: list[str] = field(default_factory=list)
     interrupted: bool = False
+    disk_full: bool = False  # a run stopped for lack of room: no further run is started
 
     @property
     def exit_code(self) -> int:
-        return 130 if self.interrupted else (1 if self.failed or self.stopped else 0)
+        return 130 if self.interrupted else EXIT_DISK_FULL if self.disk_full else (1 if self.failed or self.stopped else 0)
 
 
 def _write(path: Path, text: str) -> None:
@@ -289,14 +291,18 @@ def _run(planned: list[Job], jobs: int, console: Console, continue_cmd: str) -> 
         else:
             done += 1
             why = f"exit status {rc}" if rc != 0 else f"exited 0 but its status is '{status}'"
+            if rc == EXIT_DISK_FULL:
+                result.disk_full = True
+                why = (f"the disk is full (exit {rc}); free space and run the experiment again, which resumes it exactly "
+                       f"and starts the runs left")
             tail = _log_tail(job.log_path)
             result.failed.append((job.label, f"{why}; log: {job.log_path}" + (f" (last lines: {tail})" if tail else "")))
             display.line(f"{job.label}: FAILED ({why}) after {took:.0f}s; its log: {job.log_path} ({progress()})")
 
     try:
         with _Signals() as sigs:
-            while (queue or running) and sigs.count == 0:
-                while queue and len(running) < jobs and sigs.count == 0:
+            while (running or (queue and not result.disk_full)) and sigs.count == 0:
+                while queue and len(running) < jobs and sigs.count == 0 and not result.disk_full:
                     job = queue.popleft()
                     _start(job, env)
                     running.append(job)
@@ -328,6 +334,10 @@ def _run(planned: list[Job], jobs: int, console: Console, continue_cmd: str) -> 
         for job in running:
             _signal_group(job, signal.SIGINT)
         display.close()
+    if result.disk_full:
+        for job in queue:  # every run writes the same disk: they would stop the same way
+            result.stopped.append(job.label)
+            display.line(f"{job.label}: not started: the disk is full")
     if result.interrupted:
         console.print(f"Interrupted. Finished runs are kept and stopped runs resume where they stopped; continue with:\n  {continue_cmd}",
                       markup=False, highlight=False)
