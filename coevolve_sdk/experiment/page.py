@@ -45,6 +45,13 @@ def write_page(out: Path, summary: dict[str, Any], info: dict[str, Any], plan: d
                     or "<li>the base config as it is</li>") + "</ul></li>"
         for arm in plan["arms"]
     )
+    use_rows = "".join(
+        f"<tr><td>{e(arm['name'])}</td><td>{_num(summary[arm['name']]['mean_admitted_tasks'])}</td>"
+        f"<td>{_num(summary[arm['name']]['mean_trained_on_admitted'])}</td>"
+        + "".join(f"<td>{summary[arm['name']]['admitted_tasks'].get(str(s), '–')} / {summary[arm['name']]['trained_on_admitted'].get(str(s), '–')}</td>"
+                  for s in plan["seeds"]) + "</tr>"
+        for arm in plan["arms"])
+    use_head = "<tr><th>arm</th><th>mean admitted</th><th>mean trained on</th>" + "".join(f"<th>seed {s}</th>" for s in plan["seeds"]) + "</tr>"
     checks = plan["checks"]
     figs = "".join(f'<figure><img src="{e(src)}" alt="{e(title)}"><figcaption>{e(title)}</figcaption></figure>' for title, src in plots.items())
     not_finished = [f"{r} ({st})" for r, st in info["runs"].items() if st != "finished"]
@@ -63,6 +70,9 @@ seeds {e(', '.join(map(str, plan['seeds'])))}; 95% intervals by Student's t over
 {f"{len(not_finished)} run(s) not finished and left out: {e(', '.join(not_finished))}." if not_finished else "Every run finished."}</p>
 <h2>Result</h2>
 <table id="arms">{head}{''.join(rows)}</table>
+<h2>Tasks admitted and trained on</h2>
+<p>Per finished run, from its store: tasks evolution admitted / of those, tasks at least one training step sampled.</p>
+<table id="tasks">{use_head}{use_rows}</table>
 <h2>Fairness checks</h2>
 <ul><li>Training compute: {e(checks['compute']['note'])}.</li><li>Teacher budget: {e(checks['teacher_budget']['note'])}.</li>
 <li>Environment: {e(checks['environment']['note'])}.</li></ul>

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ..store import RunStore, StoreDamaged
+from ..validation import EVAL_REQUEST_REASON
 
 __all__ = ["RunData", "run_status", "read_run"]
 
@@ -48,6 +49,11 @@ class RunData:
     signal_counts: list[tuple[int, str, int]] = field(default_factory=list)
     pool_growth: list[tuple[int, str, int]] = field(default_factory=list)
     steps_done: int = 0
+    #: tasks evolution admitted, and how many of them training sampled at least once
+    admitted_tasks: int = 0
+    trained_on_admitted: int = 0
+    #: candidates validation rejected for asking an evaluation task's request
+    rejected_eval_requests: int = 0
 
 
 def read_run(run_dir: Path) -> RunData:
@@ -58,12 +64,16 @@ def read_run(run_dir: Path) -> RunData:
     if store is None:
         return RunData(status=None)
     try:
+        raw = store.rounds()
         rounds = [
             {"round": int(r["round"]), "step": int(r["step"]), "by_kind": dict(r.get("by_kind") or {}),
-             "accepted": int(r.get("accepted") or 0), "candidates": int(r.get("candidates") or 0)}
-            for r in store.rounds()
+             "accepted": int(r.get("accepted") or 0), "candidates": int(r.get("candidates") or 0),
+             "short_of_cap": r.get("short_of_cap")}
+            for r in raw
         ]
+        use = store.admitted_task_use()
+        leaks = sum(int((r.get("rejection_reasons") or {}).get(EVAL_REQUEST_REASON, 0)) for r in raw)
         return RunData(str(store.get_meta("status", "starting")), store.evals(), rounds, store.signal_counts(),
-                       store.pool_growth(), len(store.steps_done()))
+                       store.pool_growth(), len(store.steps_done()), use["admitted"], use["trained_on"], leaks)
     finally:
         store.close()

@@ -120,9 +120,20 @@ def aggregate(out: Path, plan: dict[str, Any]) -> tuple[dict[str, Any], dict[str
             v = _metric(data, arm["metric_phase"], split, key)
             if v is not None:
                 values[s] = v
+        tasks = {"admitted": {s: d.admitted_tasks for s, d in runs.items()},
+                 "trained_on": {s: d.trained_on_admitted for s, d in runs.items()},
+                 "rejected_eval_requests": {s: d.rejected_eval_requests for s, d in runs.items()},
+                 "rounds_short_of_cap": {s: sum(1 for r in d.rounds if r.get("short_of_cap")) for s, d in runs.items()}}
         summary[name] = {
             "seeds": values,
             **describe(list(values.values())),
+            # from each finished run's store: what evolution admitted and what training sampled of it
+            "admitted_tasks": tasks["admitted"],
+            "trained_on_admitted": tasks["trained_on"],
+            "mean_admitted_tasks": _mean(list(tasks["admitted"].values())) if runs else None,
+            "mean_trained_on_admitted": _mean(list(tasks["trained_on"].values())) if runs else None,
+            "rejected_eval_requests": tasks["rejected_eval_requests"],
+            "rounds_short_of_cap": tasks["rounds_short_of_cap"],
             "missing": [s for s in seeds if s not in values],
             "preset": arm["preset"], "description": arm["description"], "metric_phase": arm["metric_phase"],
             "curve": _curve(runs, split, key),
@@ -218,6 +229,24 @@ def _markdown(summary: dict[str, Any], info: dict[str, Any], plan: dict[str, Any
         lines.append(f"| {arm['name']} | {ev['rounds_per_run']:.1f} | {', '.join(f'{k} {v:.1f}' for k, v in sorted(kinds.items())) or '–'} | "
                      f"{_f(ev['admitted_per_round'], 1)} | {', '.join(f'{k} {v:.1f}' for k, v in sorted(ev['signals_detected'].items())) or '–'} | "
                      f"{', '.join(f'{o} {v:.1f}' for o, v in sorted(ev['final_pool'].items()))} |")
+    lines += ["", "## Tasks admitted and trained on, per seed", "",
+              "Counted in each finished run's store: tasks evolution admitted, and of those the tasks at least one training "
+              "step sampled (a rollout group); in brackets, candidates rejected for asking an evaluation task's request and "
+              "random-exploration rounds that stopped short of the admission cap.", "",
+              "| arm | mean admitted | mean trained on | " + " | ".join(f"seed {s}" for s in plan["seeds"]) + " |",
+              "|---|---|---|" + "---|" * len(plan["seeds"])]
+    for arm in plan["arms"]:
+        a = summary[arm["name"]]
+
+        def cell(s: str) -> str:
+            if s not in a["admitted_tasks"]:
+                return "–"
+            extra = [f"{n} {what}" for n, what in ((a["rejected_eval_requests"][s], "test requests rejected"),
+                                                  (a["rounds_short_of_cap"][s], "rounds short of the cap")) if n]
+            return f"{a['admitted_tasks'][s]} / {a['trained_on_admitted'][s]}" + (f" ({', '.join(extra)})" if extra else "")
+
+        lines.append(f"| {arm['name']} | {_f(a['mean_admitted_tasks'], 1)} | {_f(a['mean_trained_on_admitted'], 1)} | "
+                     + " | ".join(cell(str(s)) for s in plan["seeds"]) + " |")
     missing = [f"{r} ({st})" for r, st in info["runs"].items() if st != "finished"]
     if missing:
         lines += ["", f"## Runs not finished ({len(missing)})", "", ", ".join(missing) + ". They are left out of every number above."]

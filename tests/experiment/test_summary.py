@@ -15,7 +15,8 @@ import yaml
 from coevolve_sdk.experiment.spec import load_experiment, plan_record
 from coevolve_sdk.experiment.summary import summarize
 from coevolve_sdk.store import RunStore
-from coevolve_sdk.types import Task
+from coevolve_sdk.types import Task, Trajectory
+from coevolve_sdk.validation import EVAL_REQUEST_REASON
 from tests.conftest import REPO
 
 T2 = 4.302653  # t(0.975, 2)
@@ -47,8 +48,12 @@ def summarized(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict, di
                 store.record_eval(0, "before", "test", {"tasks": 16, "success_rate": 0.0, "mean_score": 0.0})
                 store.record_eval(4, "during", "test", {"tasks": 16, "success_rate": value / 2, "mean_score": value / 2})
             if arm == "coevolve":
-                store.add_tasks([Task(env="kvstore", query=f"synthetic {seed} {i}", origin="synthetic") for i in range(3)], step=4)
-                store.record_round(1, 4, {"by_kind": {"boundary": 2, "rare": seed}, "accepted": 3, "candidates": 5})
+                synth = [Task(env="kvstore", query=f"synthetic {seed} {i}", origin="synthetic") for i in range(3)]
+                store.add_tasks(synth, step=4)
+                # training sampled the first `seed + 1` of them (twice the first): trained on 1 and 2 of 3
+                store.record_step(5, [Trajectory(task_id=t.id, score=0.0) for t in [synth[0], *synth[: seed + 1]]], [], {})
+                store.record_round(1, 4, {"by_kind": {"boundary": 2, "rare": seed}, "accepted": 3, "candidates": 5,
+                                          "rejection_reasons": {EVAL_REQUEST_REASON: seed}})
                 if seed == 0:  # a second round in one seed only
                     store.record_round(2, 8, {"by_kind": {"forgetting": 4}, "accepted": 1, "candidates": 2})
             if arm == "coevolve" and seed == 2:  # still training: no final row, not finished
@@ -115,3 +120,18 @@ def test_files_a_person_reads(summarized: tuple[Path, dict, dict]) -> None:
     page = (experiment / "experiment.html").read_text()
     for png in ("final.png", "curves.png", "pool.png", "evolution.png"):
         assert f'src="plots/{png}"' in page and (experiment / "plots" / png).stat().st_size > 0
+
+
+def test_tasks_admitted_and_trained_on_per_arm_and_seed_from_the_stores(summarized: tuple[Path, dict, dict]) -> None:
+    """Issue 19 (1d): what happened, counted in each run's store, not what the config allowed."""
+    experiment, s, _ = summarized
+    co = s["coevolve"]
+    assert co["admitted_tasks"] == {"0": 3, "1": 3} and co["trained_on_admitted"] == {"0": 1, "1": 2}
+    assert co["mean_admitted_tasks"] == 3.0 and co["mean_trained_on_admitted"] == 1.5
+    assert co["rejected_eval_requests"] == {"0": 0, "1": 1}
+    assert s["static"]["admitted_tasks"] == {"0": 0, "1": 0, "2": 0} and s["static"]["trained_on_admitted"] == {"0": 0, "1": 0, "2": 0}
+    on_disk = json.loads((experiment / "summary.json").read_text(), parse_constant=no_nan)
+    assert on_disk["coevolve"]["trained_on_admitted"] == {"0": 1, "1": 2}
+    md = (experiment / "summary.md").read_text()
+    assert "| coevolve | 3.0 | 1.5 | 3 / 1 | 3 / 2 (1 test requests rejected) | – |" in md
+    assert "<table id=\"tasks\">" in (experiment / "experiment.html").read_text()
