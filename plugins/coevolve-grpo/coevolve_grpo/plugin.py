@@ -21,3 +21,10 @@ def register_algorithms() -> list[type]:
     from .algorithm import GRPO
 
     return [GRPO]
+
+
+@hookimpl
+def register_commands(cli) -> None:  # type: ignore[no-untyped-def]
+    from .models import register_cli
+
+    register_cli(cli)

@@ -35,7 +35,9 @@ _PREFIX = [{"role": "user", "content": "x"}, {"role": "assistant", "content": "y
 class HFPolicyOptions(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    model: str = Field(description="Hub id or local path of a causal LM (AutoModelForCausalLM).")
+    model: str = Field(description="Hub id or local path of a causal LM (AutoModelForCausalLM), or a name from "
+                                   "`coevolve models list` (e.g. smollm2-135m: converted into the model cache on first use).")
+    model_cache: str | None = Field(None, description="Folder of converted named models; default $COEVOLVE_MODEL_CACHE or ~/.cache/coevolve/models.")
     tokenizer: str | None = Field(None, description="Hub id or path of the tokenizer; defaults to `model`.")
     chat_template: str | None = Field(
         None, description="Jinja chat template (or a path to a .jinja file) replacing the tokenizer's own."
@@ -47,6 +49,19 @@ class HFPolicyOptions(BaseModel):
     max_context: int = Field(4096, ge=16, description="Longest token sequence the policy is asked to handle.")
     max_batch_size: int | None = Field(None, ge=1, description="Prompts decoded together at most; None = all at once.")
     seed: int | None = Field(None, description="Seed torch's RNG once when the policy is built; default: the run seed.")
+    tools_in_prompt: Literal["template", "system"] = Field(
+        "template", description="template: pass the tools to the chat template (tools=); system: write the tool list, how to "
+                                "call a tool and `tool_example` into the system message, for templates that drop tools= (SmolLM2).")
+    tool_instructions: str | None = Field(
+        None, description="With tools_in_prompt=system: the text before the example; {tools} becomes one JSON line per tool. "
+                          "Default: a short instruction to answer with one <tool_call> block.")
+    tool_example: str | None = Field(
+        None, description="With tools_in_prompt=system: 'auto' = a worked example replayed from the environment's first "
+                          "training task with a tool call; any other text is used as the example; None = no example.")
+    stop_texts: list[str] = Field(
+        default_factory=list, description="End a completion as soon as its text contains one of these (e.g. </tool_call>, so "
+                                          "a small model does not ramble on after its call); the end-of-turn token is then "
+                                          "added by the rollout loop, untrained.")
 
 
 class TinyPolicyOptions(BaseModel):
@@ -99,7 +114,12 @@ class HFPolicy(TrainablePolicy):
         seed = o.seed if o.seed is not None else (self.context.seed if self.context is not None else None)
         if seed is not None:  # the run's seed unless the option overrides it
             torch.manual_seed(seed)
-        tok = AutoTokenizer.from_pretrained(o.tokenizer or o.model, trust_remote_code=o.trust_remote_code)
+        from .models import resolve_model
+
+        log = self.context.log if self.context is not None else None
+        model_path = resolve_model(o.model, o.model_cache, log=log)
+        tok_path = resolve_model(o.tokenizer, o.model_cache, log=log) if o.tokenizer else model_path
+        tok = AutoTokenizer.from_pretrained(tok_path, trust_remote_code=o.trust_remote_code)
         if o.chat_template:
             tpl = o.chat_template
             if not ("{%" in tpl or "{{" in tpl) and Path(tpl).exists():
@@ -113,7 +133,7 @@ class HFPolicy(TrainablePolicy):
         kwargs: dict[str, Any] = {"trust_remote_code": o.trust_remote_code, "dtype": _resolve_dtype(o.dtype)}
         if o.attn_implementation:
             kwargs["attn_implementation"] = o.attn_implementation
-        model = AutoModelForCausalLM.from_pretrained(o.model, **kwargs)
+        model = AutoModelForCausalLM.from_pretrained(model_path, **kwargs)
         self._install(model, tok)
 
     def _install(self, model: Any, tok: Any) -> None:
@@ -180,11 +200,37 @@ class HFPolicy(TrainablePolicy):
         key = json.dumps([messages, tools], sort_keys=True, default=str)
         hit = self._prompt_cache.get(key)
         if hit is None:
+            if getattr(self.options, "tools_in_prompt", "template") == "system":
+                messages, tools = self._tools_into_messages(messages, tools), []
             hit = self.encode_text(self.render(messages, tools, add_generation_prompt=True))
             if len(self._prompt_cache) >= 1024:
                 self._prompt_cache.pop(next(iter(self._prompt_cache)))
             self._prompt_cache[key] = hit
         return list(hit)
+
+    def _tools_into_messages(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The opening messages with the tools, the call format and the worked example in the
+        system message (see :mod:`coevolve_grpo.toolprompt`)."""
+        from .toolprompt import DEFAULT_INSTRUCTIONS, with_tools_in_system, worked_example
+
+        o = self.options
+        if not hasattr(self, "_example"):
+            example = o.tool_example
+            if example == "auto":
+                example = None
+                if self.context is not None and self.context.make_env is not None:
+                    env = self.context.new_env()
+                    try:
+                        example = worked_example(env)
+                    finally:
+                        try:
+                            env.close()
+                        except Exception:
+                            pass
+                if example is None and self.context is not None:
+                    self.context.log("hf policy: tool_example=auto found no training task with a tool call; no example in the prompt")
+            self._example = example
+        return with_tools_in_system(messages, tools, instructions=o.tool_instructions or DEFAULT_INSTRUCTIONS, example=self._example)
 
     def followup_text(self, messages: list[dict[str, Any]]) -> str:
         """Text the template adds after an assistant turn's end-of-turn token for ``messages``,
@@ -249,6 +295,10 @@ class HFPolicy(TrainablePolicy):
         new_lp = torch.zeros((b, max_new_tokens), dtype=torch.float32, device=device)
         done = torch.zeros(b, dtype=torch.bool, device=device)
         lengths = torch.zeros(b, dtype=torch.long, device=device)
+        stop_texts = list(getattr(self.options, "stop_texts", None) or [])
+        # enough tokens to hold any stop text (a token holds at least one character)
+        tail_len = max((len(x) for x in stop_texts), default=0) + 1
+        cut = [False] * b
         was_training = model.training
         model.eval()
         try:
@@ -274,7 +324,14 @@ class HFPolicy(TrainablePolicy):
                     new_tokens[:, t] = tok
                     new_lp[:, t] = torch.where(done, 0.0, logp.gather(1, tok[:, None]).squeeze(1))
                     lengths += (~done).long()
-                    done = done | torch.isin(tok, stop)
+                    hit = torch.isin(tok, stop)
+                    if stop_texts:  # the row's text so far ends a completion (its last tokens decoded)
+                        tails = new_tokens[:, max(0, t + 1 - tail_len) : t + 1].cpu().tolist()
+                        for r in (~(done | hit)).nonzero().flatten().tolist():
+                            if any(x in self.tokenizer.decode(tails[r], skip_special_tokens=False) for x in stop_texts):
+                                hit[r] = True
+                                cut[r] = True
+                    done = done | hit
                     if bool(done.all()) or t == max_new_tokens - 1:
                         break
                     mask = torch.cat([mask, torch.ones((b, 1), dtype=mask.dtype, device=device)], dim=1)
@@ -293,7 +350,7 @@ class HFPolicy(TrainablePolicy):
         for r in range(b):
             n = lens[r]
             seq = toks[r][:n]
-            finished = bool(n > 0 and seq[-1] in stops)
+            finished = bool(n > 0 and seq[-1] in stops and not cut[r])
             text_ids = seq[:-1] if finished else seq
             gens.append(Generation(token_ids=seq, logprobs=lps[r][:n], text=self.decode(text_ids), finished=finished))
         return gens

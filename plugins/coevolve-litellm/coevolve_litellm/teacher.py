@@ -73,6 +73,9 @@ class LiteLLMTeacher(Teacher):
         self.failures: list[str] = []
         self.dropped: list[str] = []
         self.last_error: str | None = None
+        #: what the model's replies did at each stage, e.g. ``{"reflect": {"replies": 3, "parsed": 2,
+        #: "parse_failures": 1, "empty": 0}, ...}``; also written to ``teacher-stages.json`` in the run folder
+        self.stage_counts: dict[str, dict[str, int]] = {}
 
     # ------------------------------------------------------------------ client and bookkeeping
     @property
@@ -101,6 +104,28 @@ class LiteLLMTeacher(Teacher):
     def budget_left(self) -> dict[str, float | None]:
         """What remains of each limit (``None``: unlimited)."""
         return self.client.budget_left()
+
+    def _count(self, stage: str, key: str, n: int = 1) -> None:
+        with self._lock:
+            c = self.stage_counts.setdefault(stage, {})
+            c[key] = c.get(key, 0) + n
+
+    def _save_counts(self) -> None:
+        """``teacher-stages.json`` in the run folder: the stage counts so far (written whole, atomically)."""
+        run_dir = getattr(self.context, "run_dir", None)
+        if run_dir is None:
+            return
+        try:
+            from pathlib import Path
+
+            with self._lock:
+                text = json.dumps({"teacher": self.name, "model": self.options.model, "stages": self.stage_counts}, indent=1, sort_keys=True)
+            path = Path(run_dir) / "teacher-stages.json"
+            tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+            tmp.write_text(text, encoding="utf-8")
+            os.replace(tmp, path)
+        except OSError:
+            pass  # a record that cannot be written must not stop the teacher
 
     def _fail(self, stage: str, reason: str) -> None:
         msg = f"{stage}: {reason}"
@@ -178,13 +203,25 @@ class LiteLLMTeacher(Teacher):
         built from the trajectory alone, so exploration can still follow the signal's guidance."""
         try:
             reply = self.complete("reflect", self._reflect_messages(signal, trajectory, task))
-            return self._context_from_reply(signal, trajectory, reply)
+            self._count("reflect", "replies")
+            ctx = self._context_from_reply(signal, trajectory, reply)
+            self._count("reflect", "parsed")
+            if not ctx.summary.strip() and not ctx.exploration_objectives and not ctx.failure_cause:
+                self._count("reflect", "empty")
+            return ctx
         except BudgetExhausted:
             raise
-        except (ReplyParseError, TeacherCallError) as e:
+        except ReplyParseError as e:
+            self._count("reflect", "parse_failures")
+            self._fail("reflect", str(e))
+        except TeacherCallError as e:
+            self._count("reflect", "call_failures")
             self._fail("reflect", str(e))
         except Exception as e:  # a bug or a surprising reply must not stop training
+            self._count("reflect", "other_failures")
             self._fail("reflect", f"{type(e).__name__}: {e}")
+        finally:
+            self._save_counts()
         return self._fallback_context(signal, trajectory, task, self.last_error or "")
 
     # ------------------------------------------------------------------ explore
@@ -238,10 +275,13 @@ class LiteLLMTeacher(Teacher):
                     break
                 messages = prompt.render(action_format=action_format, guidance=guidance, opening=opening, tools=tools, history=self._history_text(history))
                 try:
-                    action = extract_action(self.complete("explore", messages))
+                    reply = self.complete("explore", messages)
+                    self._count("explore", "replies")
+                    action = extract_action(reply)
                 except BudgetExhausted:
                     raise
                 except ReplyParseError as e:
+                    self._count("explore", "unusable")
                     self._fail("explore", f"round {r} step {k}: {e}")
                     history.append(f"Step {k + 1}: your reply was not used ({e}). Give a reason, then one action inside <action></action>.")
                     bad += 1
@@ -249,20 +289,24 @@ class LiteLLMTeacher(Teacher):
                         break
                     continue
                 except TeacherCallError as e:
+                    self._count("explore", "call_failures")
                     self._fail("explore", f"round {r} step {k}: {e}")
                     break
                 bad = 0
+                self._count("explore", "actions")
                 try:
                     obs, reward, _, _, sinfo = env.step(action)
                 except Exception as e:  # AgentEnv.step should not raise, but a plugin's might
                     self._fail("explore", f"round {r} step {k}: environment step raised {type(e).__name__}: {clip(e, 300)}")
                     break
                 ok = not sinfo.get("error")
+                self._count("explore", "actions_ok" if ok else "actions_rejected_by_env")
                 triplets.append(Triplet(action=action, observation=obs, round=r, step=k, reward=float(reward), ok=ok))
                 history.append(
                     f"Step {k + 1}\nAction: {clip(action, 2000)}\nObservation: {clip(obs, o.max_observation_chars)}"
                     + ("" if ok else f"\n(The environment reported an error: {clip(sinfo.get('error'), 300)})")
                 )
+        self._save_counts()
         return triplets
 
     # ------------------------------------------------------------------ abstract
@@ -312,6 +356,8 @@ class LiteLLMTeacher(Teacher):
         the actions really work is left to the validator, which records its reasons."""
         o = self.options
         if not any(t.ok for t in triplets):
+            self._count("abstract", "skipped_no_ok_action")
+            self._save_counts()
             return []
         prompt = self.prompts.get("abstract")
         messages = prompt.render(
@@ -326,14 +372,25 @@ class LiteLLMTeacher(Teacher):
             runs=self._runs_text(triplets),
         )
         try:
-            replies = self._candidates_from_reply(self.complete("abstract", messages))
+            raw = self.complete("abstract", messages)
+            self._count("abstract", "replies")
+            replies = self._candidates_from_reply(raw)
         except BudgetExhausted:
             raise
-        except (ReplyParseError, TeacherCallError) as e:
+        except ReplyParseError as e:
+            self._count("abstract", "parse_failures")
             self._fail("abstract", str(e))
+            self._save_counts()
+            return []
+        except TeacherCallError as e:
+            self._count("abstract", "call_failures")
+            self._fail("abstract", str(e))
+            self._save_counts()
             return []
         except Exception as e:
+            self._count("abstract", "other_failures")
             self._fail("abstract", f"{type(e).__name__}: {e}")
+            self._save_counts()
             return []
         out: list[CandidateTask] = []
         seen = set(existing) | {task.fingerprint()}
@@ -362,17 +419,21 @@ class LiteLLMTeacher(Teacher):
                     "steps_ok": sum(t.ok for t in triplets),
                     "focus_tools": context.focus_tools,
                     "reply_index": i,
+                    "reply_excerpt": clip(raw, 1200),
                 },
             )
             if why is None and cand.fingerprint() in seen:
                 why = "repeats a task already in the pool or in this reply"
             if why is not None:
                 self._note_dropped(f"abstract: task {i + 1} ('{clip(rep.query, 80)}'): {why}")
+                self._count("abstract", "dropped")
                 continue
             seen.add(cand.fingerprint())
             out.append(cand)
             if len(out) >= o.max_candidates:
                 break
+        self._count("abstract", "proposed", len(out))
+        self._save_counts()
         return out
 
     # ------------------------------------------------------------------ judge
