@@ -174,3 +174,22 @@ def test_real_output_is_a_tool_call_and_malformed_output_is_an_error_observation
     env.reset(seed=0, options={"task": task})
     obs, reward, terminated, _, sinfo = env.step(cut)
     assert sinfo.get("error") and "not valid JSON" in obs and reward == 0.0 and not terminated
+
+
+def test_stop_texts_applied_after_decoding_cut_right_after_the_stop() -> None:
+    """What engines that cannot stop on text (vLLM without detokenisation) do with stop_texts."""
+    from coevolve_grpo.policies import cut_at_stop_texts
+    from coevolve_sdk.policy import Generation
+
+    pieces = ["<tool_call>", '{"name": "count"}', "</tool", "_call>", " Output: 2", "<tool_call>"]
+
+    def decode(ids: list[int]) -> str:
+        return "".join(pieces[i] for i in ids)
+
+    g = Generation(token_ids=list(range(6)), logprobs=[-0.1 * i for i in range(6)], text=decode(list(range(6))), finished=False)
+    cut = cut_at_stop_texts(g, ["</tool_call>"], decode)
+    assert cut.token_ids == [0, 1, 2, 3] and cut.logprobs == g.logprobs[:4] and not cut.finished
+    assert cut.text.endswith("</tool_call>")
+    assert cut_at_stop_texts(g, [], decode) is g
+    plain = Generation(token_ids=[4], logprobs=[-1.0], text=" Output: 2", finished=True)
+    assert cut_at_stop_texts(plain, ["</tool_call>"], decode) is plain

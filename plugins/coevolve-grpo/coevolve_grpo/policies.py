@@ -23,7 +23,7 @@ from coevolve_sdk.algorithm import CheckpointError, CheckpointMismatch
 from coevolve_sdk.context import RunContext
 from coevolve_sdk.policy import Generation, TrainablePolicy
 
-__all__ = ["HFPolicy", "TinyPolicy", "HFPolicyOptions", "TinyPolicyOptions"]
+__all__ = ["HFPolicy", "TinyPolicy", "HFPolicyOptions", "TinyPolicyOptions", "cut_at_stop_texts"]
 
 _DTYPES = Literal["auto", "float32", "bfloat16", "float16"]
 
@@ -534,6 +534,21 @@ class TinyPolicy(HFPolicy):
 
 
 # ---------------------------------------------------------------------- helpers
+def cut_at_stop_texts(gen: Generation, stop_texts: list[str], decode: Any) -> Generation:
+    """``gen`` ended right after the first token whose text completes one of ``stop_texts``
+    (what the ``hf`` policy does while decoding; engines that cannot stop on text, such as
+    vLLM without detokenisation, apply it afterwards). Unchanged when no stop text occurs."""
+    if not stop_texts or not any(x in gen.text for x in stop_texts):
+        return gen
+    for n in range(1, len(gen.token_ids) + 1):
+        text = decode(gen.token_ids[:n])
+        if any(x in text for x in stop_texts):
+            if n == len(gen.token_ids) and gen.finished:
+                return gen
+            return Generation(token_ids=gen.token_ids[:n], logprobs=gen.logprobs[:n], text=text, finished=False)
+    return gen
+
+
 def _read_safetensors(folder: Path) -> dict[str, Any]:
     """Every tensor of a ``save_pretrained`` folder: ``model.safetensors`` or the shards its
     ``model.safetensors.index.json`` lists (plain file names inside ``folder`` only)."""

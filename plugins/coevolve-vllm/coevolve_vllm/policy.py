@@ -24,7 +24,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, Field, model_validator
 
-from coevolve_grpo.policies import HFPolicy, HFPolicyOptions
+from coevolve_grpo.policies import HFPolicy, HFPolicyOptions, cut_at_stop_texts
 from coevolve_sdk.context import RunContext
 from coevolve_sdk.policy import Generation
 
@@ -336,6 +336,8 @@ class VLLMPolicy(HFPolicy):
         samples = self.engine.generate(groups, kws)
         self._gen_seconds += time.perf_counter() - t0
         gens = to_generations(groups, samples, stop_token_ids=stops, decode=self.decode, replicate=greedy)
+        if self.options.stop_texts:  # vLLM does not detokenise here, so stop texts are applied afterwards
+            gens = [cut_at_stop_texts(g, list(self.options.stop_texts), self.decode) for g in gens]
         self._gen_tokens += sum(len(g.token_ids) for g in gens)
         return gens
 
