@@ -27,7 +27,8 @@ from typing import Any, Iterator
 
 from .errors import CoEvolveError
 
-__all__ = ["ComponentError", "blame", "component_kind", "checked_tasks", "not_tasks_error"]
+__all__ = ["ComponentError", "GraderError", "ToolReturnTypeError", "blame", "component_kind", "checked_tasks", "not_tasks_error",
+           "user_frames"]
 
 #: base class name -> component kind, checked along the MRO (no imports: no cycles)
 _KIND_BY_BASE = {
@@ -79,6 +80,30 @@ def plugin_frames(error: BaseException, cls: type) -> list[str]:
     return [line.rstrip("\n") for line in traceback.format_list(chosen)]
 
 
+def user_frames(error: BaseException, cls: type | None = None) -> list[str]:
+    """The traceback lines of ``error`` in the user's code: the frames of ``cls``'s package when
+    there are any, otherwise every frame outside the SDK and installed libraries (a grader
+    function may live in another file than the environment class), innermost last."""
+    if cls is not None:
+        tb = traceback.extract_tb(error.__traceback__)
+        root = _plugin_root(cls)
+        if root is not None and any(root == Path(fr.filename).resolve() or root in Path(fr.filename).resolve().parents for fr in tb):
+            return plugin_frames(error, cls)
+    import sysconfig
+
+    skip = [Path(__file__).resolve().parent, Path(sysconfig.get_paths()["stdlib"]).resolve()]
+    chosen = []
+    for fr in traceback.extract_tb(error.__traceback__):
+        if fr.filename.startswith("<"):  # <frozen importlib._bootstrap>, <string>
+            continue
+        path = Path(fr.filename).resolve()
+        if any(d in path.parents for d in skip) or "site-packages" in path.parts:
+            continue
+        chosen.append(fr)
+    chosen = chosen[-_MAX_FRAMES:] or traceback.extract_tb(error.__traceback__)[-1:]
+    return [line.rstrip("\n") for line in traceback.format_list(chosen)]
+
+
 class ComponentError(CoEvolveError):
     """Plugin code raised. ``kind``, ``name``, ``cls`` (dotted path), ``method``, ``task_id``
     say where; ``error`` is the type and message of the original exception (``__cause__``)."""
@@ -114,6 +139,55 @@ class ComponentError(CoEvolveError):
 
     def __reduce__(self) -> tuple[Any, ...]:  # crosses process boundaries (experiment workers)
         return (type(self), (self.kind, self.name, self.cls, self.method, self.task_id, self.error, self.frames))
+
+
+class GraderError(ComponentError):
+    """The grader of an environment (``score()``, or one check of its rubric) raised.
+
+    Not the agent's doing: a grade that cannot be computed would train on a made-up reward,
+    so ``AgentEnv.step`` raises this instead of returning a reward, and ``coevolve run`` stops
+    with it (exit 2). ``check`` is the rubric check's name ("" when ``score()`` itself raised)."""
+
+    def __init__(self, kind: str, name: str, cls: str, method: str, task_id: str | None, error: str, frames: list[str],
+                 check: str = "") -> None:
+        self.check = check
+        super().__init__(kind, name, cls, method, task_id, error, frames)
+
+    @property
+    def headline(self) -> str:
+        on = f" on task '{self.task_id}'" if self.task_id else ""
+        what = f"rubric check '{self.check}'" if self.check else "score()"
+        return f"the grader of {self.kind} '{self.name}' ({self.cls}) failed{on}: {what} raised {self.error}"
+
+    fix = ("a grader must return a score in [0, 1] for every finished episode, including ones the agent got wrong "
+           "(no final answer, an unexpected state): fix the line above")
+
+    @classmethod
+    def from_exception(cls, error: BaseException, env: Any) -> GraderError:
+        klass = type(env)
+        task = getattr(env, "task", None)
+        msg = str(error)
+        text = f"{type(error).__name__}: {msg}" if msg else type(error).__name__
+        return cls(component_kind(env), getattr(env, "name", "") or klass.__name__, f"{klass.__module__}.{klass.__qualname__}",
+                   "score", getattr(task, "id", None), text, user_frames(error, klass), getattr(error, "_coevolve_check", ""))
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.kind, self.name, self.cls, self.method, self.task_id, self.error, self.frames, self.check))
+
+
+class ToolReturnTypeError(ComponentError):
+    """A ToolEnv tool returned a value of another type than its return annotation declares.
+
+    The declared type is the tool's documentation (and what a reader of the code trusts); a
+    tool that returns something else is a bug in the environment, reported with the tool, the
+    declared and the actual type wherever the tool runs (``coevolve check env``, a run)."""
+
+    fix = "make the tool return what its annotation says, or change the annotation (the line above)"
+
+    @property
+    def headline(self) -> str:
+        on = f" (task '{self.task_id}')" if self.task_id else ""
+        return f"{self.kind} '{self.name}' ({self.cls}): {self.error}{on}"
 
 
 @contextlib.contextmanager

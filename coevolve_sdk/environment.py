@@ -11,7 +11,12 @@ An implementer writes ``tasks``, ``tools``, ``begin``, ``act``, ``score`` and
 ``sample_action``; the base class turns them into the gymnasium API and guarantees:
 
 * ``step`` never raises for bad agent output: ``act`` reports it as an error message and the
-  episode goes on (``AgentEnv.step`` also catches what ``act`` lets escape, as a last line);
+  episode goes on (``AgentEnv.step`` also catches what ``act`` lets escape, as a last line).
+  It does raise for a bug that would make the reward wrong: a grader (``score()`` or a rubric
+  check) that raises gives :class:`~coevolve_sdk.culprit.GraderError` naming the check, the
+  task and the user's line, and a ToolEnv tool returning another type than it declares gives
+  :class:`~coevolve_sdk.culprit.ToolReturnTypeError`. Both are ``CoEvolveError``s: ``coevolve
+  run`` stops with the message and exit status 2, ``coevolve check env`` reports them;
 * the episode ends after ``options.max_steps`` agent actions (``truncated=True``);
 * the reward is 0 until the episode ends, then the environment's ``score()`` in [0, 1];
 * ``tasks()`` returns ``Task`` records: a subclass's ``tasks`` is wrapped so that returning
@@ -41,6 +46,7 @@ import gymnasium as gym
 from pydantic import BaseModel, Field
 
 from .components import Component, ComponentOptions
+from .errors import CoEvolveError
 from .spaces import AnyText
 from .types import CandidateTask, Step, Task, ToolSpec, Trajectory
 
@@ -267,7 +273,7 @@ class AgentEnv(Component, gym.Env[str, str], ABC):
             _, _, _, _, info = self.step(a)
             if info.get("error"):
                 errors.append(str(info["error"]))
-        sc = self.score()
+        sc = self.grade()
         return ReplayResult(score=sc, success=sc >= self.success_threshold, steps=list(self.steps), errors=errors)
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
@@ -304,6 +310,8 @@ class AgentEnv(Component, gym.Env[str, str], ABC):
             action = str(action)
         try:
             out = self.act(action)
+        except CoEvolveError:  # the environment's own bugs that must stop a run (ToolReturnTypeError)
+            raise
         except Exception as e:  # the contract says act() reports errors; this keeps a buggy env alive
             out = Outcome(
                 messages=[{"role": "user", "content": f"Error: the environment failed on this action ({type(e).__name__}: {e})."}],
@@ -321,9 +329,25 @@ class AgentEnv(Component, gym.Env[str, str], ABC):
         reward = 0.0
         if terminated or truncated:
             self.done = True
-            reward = float(self.score())
+            reward = self.grade()
         self.steps.append(Step(action=action, observation=obs, reward=reward, info={k: v for k, v in info.items() if k != "messages"}))
         return obs, reward, terminated, truncated, info
+
+    def grade(self) -> float:
+        """``score()`` as a float, with a grader that raises reported as the grader's bug.
+
+        ``step``, ``replay`` and the rollout grade through this method. An exception from
+        ``score()`` (or from one check of a rubric) becomes a :class:`GraderError` naming the
+        environment, the rubric check, the task and the lines of the user's code; the original
+        exception is its ``__cause__``."""
+        try:
+            return float(self.score())
+        except CoEvolveError:
+            raise
+        except Exception as e:
+            from .culprit import GraderError
+
+            raise GraderError.from_exception(e, self) from e
 
     def render(self) -> str | None:
         if self.render_mode == "ansi":

@@ -86,6 +86,28 @@ class PluginFailure:
         return f"Plugin '{self.plugin}'{dist} failed to load: {self.error}. {self.hint}"
 
 
+def _import_hint(module_name: str, error: BaseException) -> str:
+    """The advice for a module that failed to import, fitted to why it failed: only a module
+    that cannot be found is a path problem; any other error is in the module's own code."""
+    missing = getattr(error, "name", None) if isinstance(error, ModuleNotFoundError) else None
+    if missing and (module_name == missing or module_name.startswith(missing + ".")):
+        return (f"Python cannot find '{missing}': check the module path, and that the folder holding it is on "
+                "PYTHONPATH (or the package is pip-installed) in this Python environment.")
+    if missing:
+        return f"'{module_name}' was found, but it imports '{missing}', which is not installed."
+    import re
+
+    from .culprit import user_frames
+
+    where = ""
+    for frame in reversed(user_frames(error)):
+        m = re.match(r'\s*File "([^"]+)", line (\d+)', frame)
+        if m and "importlib" not in m.group(1):
+            where = f" ({m.group(1)}:{m.group(2)})"
+            break
+    return f"'{module_name}' was found; the error is in its code{where}."
+
+
 @dataclass
 class _PluginRecord:
     name: str
@@ -160,14 +182,8 @@ class Registry:
         try:
             module = importlib.import_module(module_name)
         except Exception as e:
-            self.failures.append(
-                PluginFailure(
-                    plugin=module_name,
-                    distribution=None,
-                    error=f"importing it raised {type(e).__name__}: {e}",
-                    hint="Check that the module path is right and importable from this Python environment.",
-                )
-            )
+            self.failures.append(PluginFailure(plugin=module_name, distribution=None,
+                                               error=f"importing it raised {type(e).__name__}: {e}", hint=_import_hint(module_name, e)))
             return
         self._register(module, _PluginRecord(module_name, module, None, None, "module"))
 

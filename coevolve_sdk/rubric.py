@@ -101,7 +101,15 @@ class Rubric:
         return Rubric([*self.checks, *more])
 
     def evaluate(self, env: Any) -> RubricResult:
-        values = {c.name: c.evaluate(env) for c in self.checks}
+        values: dict[str, float] = {}
+        for c in self.checks:
+            try:
+                values[c.name] = c.evaluate(env)
+            except Exception as e:
+                # AgentEnv.step turns this into a GraderError that names the check
+                if not getattr(e, "_coevolve_check", ""):
+                    e._coevolve_check = c.name  # type: ignore[attr-defined]
+                raise
         failed = [c.name for c in self.checks if c.required and values[c.name] < 1.0]
         total = sum(c.weight for c in self.checks)
         if failed:

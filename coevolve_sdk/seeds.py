@@ -22,7 +22,7 @@ import time
 from typing import TYPE_CHECKING, Callable
 
 from . import killpoints
-from .culprit import ComponentError, blame, checked_tasks, not_tasks_error
+from .culprit import ComponentError, GraderError, ToolReturnTypeError, blame, checked_tasks, not_tasks_error
 from .environment import AgentEnv
 from .errors import ConfigError
 from .ids import id_stream
@@ -51,6 +51,7 @@ def build_seed_pool(cfg: "RunConfig", make_env: Callable[[], AgentEnv], pool: "T
             tasks = check_seed_tasks(make_env, bases[:n], store, log=log, progress=progress)
             admitted = pool.admit([t.model_copy(update={"origin": "seed"}) for t in tasks], step=0)
             log(f"seed pool: {len(admitted)} tasks from the environment's train split")
+            _report_duplicates(tasks, admitted, store, log=log)
         else:
             log(f"seed pool: exploring for {n} tasks with teacher '{evolver.teacher.name}' ...")
             found, stats = evolver.seed_pool(bases, n, pool.fingerprints, step=0)
@@ -63,6 +64,21 @@ def build_seed_pool(cfg: "RunConfig", make_env: Callable[[], AgentEnv], pool: "T
     store.add_metrics(0, {"time/seed_pool": time.perf_counter() - t0, "pool/size": len(pool)})
     killpoints.reached("seed_pool")
     return admitted
+
+
+def _report_duplicates(offered: list[Task], admitted: list[Task], store: RunStore, *, log: Callable[[str], None]) -> None:
+    """Say which seed tasks the pool refused as duplicates (the same request and reference
+    actions as an earlier task, or an id already taken): a train split that repeats itself is
+    smaller than it looks, and the user should hear it."""
+    kept = {t.id for t in admitted}
+    dropped = [t.id for t in offered if t.id not in kept]
+    if not dropped:
+        return
+    shown = ", ".join(dropped[:10]) + (f" and {len(dropped) - 10} more" if len(dropped) > 10 else "")
+    text = (f"{len(dropped)} of {len(offered)} seed tasks left out of the pool as duplicates of earlier ones (the same request "
+            f"and reference actions, or the same id): {shown}. Make them differ, or expect a smaller seed pool.")
+    log("WARNING: " + text)
+    store.add_note(0, "seed_tasks_duplicate", text)
 
 
 def check_seed_tasks(make_env: Callable[[], AgentEnv], tasks: list[Task], store: RunStore, *,
@@ -93,6 +109,8 @@ def _check(env: AgentEnv, tasks: list[Task], store: RunStore, *, log: Callable[[
         try:
             with blame(env, "replay", t):
                 result = env.replay(t, t.reference_actions)
+        except (GraderError, ToolReturnTypeError):  # a bug of the environment's code, not of this task: stop here
+            raise
         except ComponentError as e:
             bad.append(f"{t.id}: replaying its reference actions raised {e.error} ({e.headline})")
             continue

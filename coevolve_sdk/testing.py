@@ -34,7 +34,7 @@ import numpy as np
 from pydantic import BaseModel, Field
 
 from .actions import format_tool_call
-from .culprit import ComponentError
+from .culprit import ComponentError, GraderError, ToolReturnTypeError
 from .environment import AgentEnv
 from .errors import CoEvolveError
 from .types import Task, ToolSpec
@@ -120,6 +120,17 @@ def _exc(e: BaseException) -> str:
     return f"{type(e).__name__}: {_short(str(e), 300)}"
 
 
+def _where(frame: str) -> str:
+    """``File "x.py", line 9, in f\n    code`` as ``x.py:9 in f: code``."""
+    import re
+
+    m = re.match(r'\s*File "([^"]+)", line (\d+), in (\S+)\s*(.*)', frame, re.S)
+    if not m:
+        return frame.strip()
+    code = m.group(4).strip().splitlines()[0].strip() if m.group(4).strip() else ""
+    return f"{m.group(1)}:{m.group(2)} in {m.group(3)}" + (f": {code}" if code else "")
+
+
 class _Failed(Exception):
     def __init__(self, message: str, fix: str = "", details: Iterable[str] = ()) -> None:
         super().__init__(message)
@@ -192,6 +203,9 @@ class _Checker:
             self.report.results.append(ContractResult(name=name, status="passed", message=msg))
         except _Failed as f:
             self.report.results.append(ContractResult(name=name, status="failed", message=f.message, fix=f.fix, details=f.details))
+        except (GraderError, ToolReturnTypeError) as e:  # the environment's own bug, named with its lines
+            self.report.results.append(ContractResult(
+                name=name, status="failed", message=e.headline, fix=e.fix, details=[_where(f) for f in e.frames]))
         except Exception as e:  # a contract's own code path raised: that is the finding
             tb = traceback.extract_tb(e.__traceback__)
             where = next((f"{fr.filename}:{fr.lineno} in {fr.name}" for fr in reversed(tb) if "coevolve_sdk/testing.py" not in fr.filename), "")
@@ -234,6 +248,8 @@ class _Checker:
         for split in wanted:
             try:
                 got = self.env.tasks(split)
+            except (GraderError, ToolReturnTypeError):
+                raise
             except ComponentError as e:  # AgentEnv's own check of what tasks() returned
                 problems.append(f"tasks('{split}'): {e.error}")
                 continue
@@ -261,11 +277,37 @@ class _Checker:
                     problems.append(f"task '{t.id}' does not survive a JSON round trip (the run store writes it): {_exc(e)}")
                     break
             self.splits[split] = got
+        shared = self._shared_with_train()
         if not problems and not self.splits.get("train"):
             problems.append("tasks('train') is empty: the seed pool and reset() without a task draw from it")
+        if shared and not problems:
+            raise _Failed(shared[0], "held-out splits must not share tasks with train: give their tasks ids of their own and "
+                          "requests or starting states (payloads) no train task has", shared)
+        problems.extend(shared)
         if problems:
             raise _Failed(problems[0], "tasks(split) must return a list of coevolve_sdk.Task records (not dicts) with distinct ids", problems)
         return ", ".join(f"{s}: {len(ts)} tasks" for s, ts in self.splits.items())
+
+    def _shared_with_train(self) -> list[str]:
+        """Tasks of another split that are also train tasks: the same id, or the same request
+        (case and spacing aside) on the same payload. Evaluation on such a task measures recall
+        of a seed task, not held-out success. Two tasks that share a request but start from
+        different states (payloads) are different tasks."""
+        train = self.splits.get("train", [])
+        ids = {t.id for t in train}
+        content = {(" ".join(t.query.lower().split()), json.dumps(t.payload, sort_keys=True, default=str)) for t in train}
+        out: list[str] = []
+        for split, ts in self.splits.items():
+            if split == "train":
+                continue
+            same_id = [t.id for t in ts if t.id in ids]
+            same = [t.id for t in ts if t.id not in ids
+                    and (" ".join(t.query.lower().split()), json.dumps(t.payload, sort_keys=True, default=str)) in content]
+            if same_id:
+                out.append(f"tasks('{split}') shares {len(same_id)} task ids with train: {', '.join(same_id[:5])}")
+            if same:
+                out.append(f"tasks('{split}') has {len(same)} tasks with the request and payload of a train task: {', '.join(same[:5])}")
+        return out
 
     def begin(self) -> str:
         bad: list[str] = []
@@ -397,6 +439,8 @@ class _Checker:
                 self.env.reset(seed=self.seed + i, options={"task": train[i % len(train)]})
             try:
                 obs, reward, term, trunc, info = self.env.step(a)
+            except (GraderError, ToolReturnTypeError):
+                raise
             except Exception as e:
                 bad.append(f"step({_short(repr(a), 60)}) raised {_exc(e)}")
                 self.env.reset(seed=self.seed + i, options={"task": train[i % len(train)]})

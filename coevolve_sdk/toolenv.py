@@ -85,11 +85,11 @@ import annotated_types
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
 from .actions import ActionParseError, ToolCall, format_tool_call, parse_tool_calls
-from .environment import AgentEnv, Outcome
+from .environment import AgentEnv, EnvOptions, Outcome
 from .rubric import Check, Rubric, answer_matches, as_json, state_matches
 from .types import CandidateTask, Step, Task, ToolSpec
 
-__all__ = ["ToolEnv", "ToolError", "ToolInfo", "ArgInfo", "CallResult", "StateSampler", "tool", "from_state", "call"]
+__all__ = ["ToolEnv", "ToolEnvOptions", "ToolError", "ToolInfo", "ArgInfo", "CallResult", "StateSampler", "tool", "from_state", "call"]
 
 
 class ToolError(Exception):
@@ -160,6 +160,10 @@ class ToolInfo:
     ends_episode: bool = False
     explore: bool = True
     extra: dict[str, Any] = field(default_factory=dict)
+    returns: Any = None
+    """The return annotation (None when the tool declares none: its results are not checked)."""
+    return_check: Callable[[Any], bool] | None = None
+    """Whether a result is of the declared return type (strict: ``"3"`` is not an int)."""
 
 
 _MARK = "__coevolve_tool__"
@@ -322,13 +326,64 @@ def _build_tool(owner: type, method_name: str, fn: Callable[..., Any], meta: dic
     schema.pop("additionalProperties", None)
     schema.setdefault("properties", {})
     spec = ToolSpec(name=tname, description=summary, parameters=schema)
+    returns = hints.get("return", inspect.Parameter.empty)
     info = ToolInfo(name=tname, method=method_name, description=summary, args=args, model=model, spec=spec,
-                    phrase=meta["phrase"], answers=meta["answers"], ends_episode=meta["ends_episode"], explore=meta["explore"])
+                    phrase=meta["phrase"], answers=meta["answers"], ends_episode=meta["ends_episode"], explore=meta["explore"],
+                    returns=None if returns is inspect.Parameter.empty else returns, return_check=_return_checker(returns))
     if info.phrase:
         missing = sorted(set(re.findall(r"{(\w+)", info.phrase)) - {a.name for a in args})
         if missing:
             raise TypeError(f"tool {where}: phrase '{info.phrase}' names {', '.join(missing)}, which are not arguments")
     return info
+
+
+def _return_checker(ann: Any) -> Callable[[Any], bool] | None:
+    """A strict test of a result against a tool's return annotation, or None when any value
+    goes (no annotation, ``Any``, ``object``). pydantic judges the types it knows (``int``,
+    ``list[str]``, ``dict[str, int]``, ``Literal``, models, unions, ``None``...); any other class
+    is an ``isinstance`` test."""
+    if ann is inspect.Parameter.empty or ann is Any or ann is object:
+        return None
+    if typing.get_origin(ann) is typing.Annotated:
+        ann = typing.get_args(ann)[0]
+    from pydantic import TypeAdapter
+
+    try:
+        adapter: TypeAdapter[Any] = TypeAdapter(ann)
+    except Exception:
+        if isinstance(ann, type):
+            return lambda value: isinstance(value, ann)
+        return None
+
+    def check(value: Any) -> bool:
+        try:
+            adapter.validate_python(value, strict=True)
+        except ValidationError:
+            return False
+        return True
+
+    return check
+
+
+def _type_name(ann: Any) -> str:
+    """A type as it is written in code: ``int``, ``list[str]``, ``str | None``."""
+    if isinstance(ann, type) and not typing.get_args(ann):
+        return ann.__qualname__ if ann.__module__ in ("builtins", "typing") else f"{ann.__module__}.{ann.__qualname__}"
+    return str(ann).replace("typing.", "")
+
+
+def _value_type(value: Any) -> str:
+    """The type of a returned value, with the element types of a short list/tuple/dict."""
+    t = type(value)
+    name = t.__qualname__ if t.__module__ == "builtins" else f"{t.__module__}.{t.__qualname__}"
+    if isinstance(value, (list, tuple, set)) and value:
+        inner = sorted({type(v).__qualname__ for v in list(value)[:50]})
+        return f"{name}[{' | '.join(inner)}]"
+    if isinstance(value, dict) and value:
+        keys = sorted({type(k).__qualname__ for k in list(value)[:50]})
+        vals = sorted({type(v).__qualname__ for v in list(value.values())[:50]})
+        return f"{name}[{' | '.join(keys)}, {' | '.join(vals)}]"
+    return name
 
 
 def _domain(model: type[BaseModel], arg: ArgInfo) -> list[Any] | tuple[float, float, bool] | None:
@@ -384,6 +439,28 @@ class CallResult:
     tool: ToolInfo | None = None
 
 
+class ToolEnvOptions(EnvOptions):
+    """Options every ToolEnv has (its own ``Options`` gains them when it does not derive from
+    this class)."""
+
+    tool_docs: Literal["full", "compact", "none"] = Field(
+        "full", description="How the tools are described in the agent's prompt. full: each tool's whole JSON schema "
+                            "(descriptions of the tool and of every argument); compact: the tool's description and only "
+                            "the arguments' names and types (a fraction of the tokens, for a small model); none: no tool "
+                            "list at all (a model trained from scratch learns the tools from its tasks and cannot read "
+                            "docs). Validation and exploration are the same in all three.")
+
+
+def _with_tool_docs(options: type[BaseModel]) -> type[BaseModel]:
+    """``options`` with ToolEnvOptions' fields added, under the same name (a subclass of both)."""
+    if "tool_docs" in options.model_fields:
+        return options
+    derived = create_model(options.__name__, __base__=(options, ToolEnvOptions), __module__=options.__module__)
+    derived.__qualname__ = options.__qualname__
+    derived.__doc__ = options.__doc__
+    return derived
+
+
 class ToolEnv(AgentEnv):
     """An AgentEnv built from ``@tool`` methods; see the module docstring for the whole API.
 
@@ -404,9 +481,12 @@ class ToolEnv(AgentEnv):
     user_errors: ClassVar[tuple[type[BaseException], ...]] = (ToolError,)
     answer_template: ClassVar[str] = "The answer is {answer}."
     done_message: ClassVar[str | None] = "Done."
+    Options: ClassVar[type[EnvOptions]] = ToolEnvOptions
     _tool_table: ClassVar[dict[str, ToolInfo]] = {}
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
+        if isinstance(cls.__dict__.get("Options"), type):  # a subclass's own Options gains tool_docs
+            cls.Options = _with_tool_docs(cls.__dict__["Options"])  # type: ignore[assignment]
         table: dict[str, ToolInfo] = {}
         by_method: dict[str, str] = {}
         reserved = {n for base in (AgentEnv, ToolEnv) for n in dir(base)}
@@ -458,6 +538,15 @@ class ToolEnv(AgentEnv):
         return list(cls._tool_table.values())
 
     def tools(self) -> list[ToolSpec]:
+        """The tools as the agent's prompt describes them, per the ``tool_docs`` option."""
+        docs = getattr(self.options, "tool_docs", "full")
+        if docs == "none":
+            return []
+        if docs == "compact":
+            return [ToolSpec(name=t.name, description=t.spec.description,
+                             parameters={"properties": {k: {"type": v.get("type", "string")}
+                                                        for k, v in t.spec.parameters.get("properties", {}).items()}})
+                    for t in self._tool_table.values()]
         return [t.spec for t in self._tool_table.values()]
 
     def run_call(self, c: ToolCall) -> CallResult:
@@ -477,7 +566,23 @@ class ToolEnv(AgentEnv):
         except Exception as e:
             bug = f"tool '{c.name}' raised {type(e).__name__}: {e}"
             return CallResult(c.name, "", error=f"the tool '{c.name}' failed ({type(e).__name__}: {e})", bug=bug + "\n" + traceback.format_exc(limit=4), tool=info)
+        if info.return_check is not None and not info.return_check(result):
+            raise self._return_type_error(info, result)
         return CallResult(c.name, self.render_result(result), tool=info)
+
+    def _return_type_error(self, info: ToolInfo, result: Any) -> Exception:
+        from .culprit import ToolReturnTypeError
+
+        fn = getattr(type(self), info.method)
+        code = getattr(fn, "__code__", None)
+        where = [f'  File "{code.co_filename}", line {code.co_firstlineno}, in {info.method}'] if code else []
+        cls = type(self)
+        shown = repr(result)
+        shown = shown if len(shown) <= 80 else shown[:77] + "..."
+        return ToolReturnTypeError(
+            "environment", self.name or cls.__name__, f"{cls.__module__}.{cls.__qualname__}", f"tool '{info.name}'",
+            getattr(self.task, "id", None),
+            f"tool '{info.name}' is declared to return {_type_name(info.returns)} but returned {_value_type(result)} ({shown})", where)
 
     def render_result(self, result: Any) -> str:
         """A tool's return value as the text the agent reads."""

@@ -78,6 +78,8 @@ class Lamps(ToolEnv):
         return "finished"
 
     def tasks(self, split: str = "train") -> list[Task]:
+        if split != "train":  # one task: no held-out split (a test split must not repeat train tasks)
+            raise ValueError(f"lamps has only a train split, not '{split}'")
         return [self.build_task("Turn on the hall lamp and dim it to 3.", [call("switch_on", room="hall"), call("dim", room="hall", level=3)],
                                 initial={"study": 0}, id="lamps-0")]
 

@@ -16,7 +16,7 @@ from coevolve_sdk.actions import ActionParseError, ToolCall, format_tool_call, p
 from coevolve_sdk.environment import EnvOptions
 from coevolve_sdk.rubric import Check, Rubric
 from coevolve_sdk.toolenv import ToolEnv, ToolError, from_state, tool
-from coevolve_sdk.types import Step, Task, ToolSpec
+from coevolve_sdk.types import Step, Task
 
 from . import world
 from .world import BINS, ITEMS, MAX_AMOUNT, Call, WarehouseError
@@ -56,7 +56,7 @@ class WarehouseEnv(ToolEnv):
     class Options(EnvOptions):
         max_steps: int = Field(6, ge=1, description="Agent messages per episode.")
         train_tasks: int | None = Field(None, ge=1, description="Use only the first N tasks of the train split (default: all 512).")
-        tool_docs: Literal["full", "compact", "none"] = Field(
+        tool_docs: Literal["full", "compact", "none"] = Field(  # ToolEnv's option (it applies it), compact here
             "compact", description="full: ToolEnv's whole JSON schema in the prompt; compact: only the arguments' names and "
                                    "types; none: no tool list in the prompt at all (a model trained from scratch learns the "
                                    "tools from its training tasks and cannot read docs: they would only cost compute)."
@@ -73,16 +73,6 @@ class WarehouseEnv(ToolEnv):
 
     def snapshot(self) -> Any:
         return self.stock
-
-    def tools(self) -> list[ToolSpec]:
-        specs = super().tools()
-        if self.options.tool_docs == "none":
-            return []
-        if self.options.tool_docs == "full":
-            return specs
-        return [ToolSpec(name=t.name, description=t.description,
-                         parameters={"properties": {k: {"type": v.get("type", "string")} for k, v in t.parameters.get("properties", {}).items()}})
-                for t in specs]
 
     # ------------------------------------------------------------ tools (arguments in the order requests name them)
     @tool(answers=True)
