@@ -317,6 +317,11 @@ def signals(run_dir: Path = typer.Argument(..., help="A run folder.")) -> None:
     console.print(r)
 
 
+from .trajectories import trajectories_cmd  # noqa: E402  (reading a run's episodes; the logic lives there)
+
+app.command("trajectories")(trajectories_cmd)
+
+
 @app.command("eval")
 def eval_cmd(
     run_dir: Path = typer.Argument(..., help="A run folder; its last checkpoint is evaluated."),

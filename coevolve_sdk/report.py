@@ -19,6 +19,7 @@ from typing import Any
 from .diskspace import DiskFull, disk_full_cause
 from .progress import metric
 from .store import RunStore
+from .trajectories import eval_examples_html
 
 __all__ = ["write_report", "write_report_safely"]
 
@@ -202,6 +203,8 @@ body {{ font-family: system-ui, sans-serif; margin: 2em; color: #222; }}
 figure {{ display: inline-block; margin: 0.5em; }} img {{ max-width: 640px; border: 1px solid #ddd; }}
 table {{ border-collapse: collapse; margin: 1em 0; font-size: 0.9em; }} td, th {{ border: 1px solid #ccc; padding: 4px 8px; text-align: left; }}
 th {{ background: #f3f3f3; }}
+details.trajectory {{ margin: 0.3em 0; }} details.trajectory div {{ font-family: monospace; white-space: pre-wrap; margin-left: 1em; }}
+div.call {{ color: #05a; }} div.result.error {{ color: #a00; }} div.outcome {{ font-weight: bold; }}
 </style></head><body>
 <h1>CoEvolve run: {e(run_dir.name)}</h1>
 <p>Environment <b>{e(str((cfg.get('environment') or {}).get('name', '?')))}</b>, policy <b>{e(str((cfg.get('policy') or {}).get('name', '?')))}</b>,
@@ -212,6 +215,7 @@ Pool: {e(json.dumps(store.task_counts()))}. Teacher: {total_calls} LLM calls, ${
 {revisions_html}
 <h2>Evaluation</h2>
 <table id="evals"><tr><th>phase</th><th>step</th><th>split</th><th>tasks</th><th>success rate</th><th>mean score</th></tr>{eval_rows}</table>
+{eval_examples_html(store)}
 <h2>Plots</h2>{plot_note}{figs}
 <h2>Admitted synthetic tasks ({len(tasks)})</h2>
 <table id="admitted"><tr><th>id</th><th>step</th><th>signal</th><th>parent</th><th>teacher</th><th>prompt</th><th>actions</th><th>query</th><th>validation</th></tr>

@@ -190,3 +190,21 @@ def test_check_env_refuses_a_test_split_that_repeats_train_tasks() -> None:
     assert r.status == "failed"
     assert r.message == "tasks('test') has 6 tasks with the request and payload of a train task: t0, t1, t2, t3, t4"
     assert "must not share tasks with train" in r.fix
+
+
+# ---------------------------------------------------------------- tool_docs on every ToolEnv
+def test_every_toolenv_has_tool_docs_even_with_its_own_options() -> None:
+    from coevolve_kvstore import KVStoreEnv
+
+    assert "tool_docs" in KVStoreEnv.Options.model_fields  # KVStoreEnv.Options derives from EnvOptions only
+    assert KVStoreEnv.Options.__qualname__ == "KVStoreEnv.Options" and KVStoreEnv().options.max_steps == 8
+    full, compact, none = (KVStoreEnv(tool_docs=d).tools() for d in ("full", "compact", "none"))
+    assert [t.name for t in compact] == [t.name for t in full] and none == []
+    for f, c in zip(full, compact):
+        assert c.description == f.description
+        assert c.parameters == {"properties": {k: {"type": v["type"]} for k, v in f.parameters["properties"].items()}}
+    assert len(str(compact)) < len(str(full))
+    # validation does not depend on what the prompt shows
+    env = KVStoreEnv(tool_docs="none")
+    task = env.tasks("train")[0]
+    assert env.replay(task, task.reference_actions).success
