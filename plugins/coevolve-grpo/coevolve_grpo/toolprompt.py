@@ -61,8 +61,12 @@ def worked_example(env: Any, max_actions: int = 6, max_chars: int = 600) -> str 
                 said = [m.get("content", "") for m in info.get("messages", []) if m.get("role") == "tool"]
                 if said:
                     lines.append("Tool: " + " | ".join(str(s)[:max_chars] for s in said))
+                # a multi-turn environment's next request (BFCL) arrives as a user message
+                lines.extend(f"User: {str(m.get('content', ''))[:max_chars]}" for m in info.get("messages", []) if m.get("role") == "user")
                 if terminated or truncated:
                     break
+            while len(lines) > 1 and lines[-1].startswith("User: "):  # a request the example does not answer
+                lines.pop()
             return "\n".join(lines)
         except Exception:
             continue
