@@ -194,6 +194,8 @@ class Evolver:
                         work.budget_exhausted = True
                         cands, triplets, ctx = [], [], None
                     except Exception as e:  # a teacher failure costs this signal, never the run
+                        if disk_full_cause(e) is not None:  # not the teacher's fault: the run stops, a resume replays the round
+                            raise
                         work.failure = f"signal {sig.id}: teacher failed: {type(e).__name__}: {e}"
                         cands, triplets, ctx = [], [], None
                 for c in cands:

@@ -6,7 +6,7 @@ The generated Markdown sits in the pages between ``<!-- generated:NAME:start -->
 repository as on the site. As an mkdocs hook this module refreshes that text at every build;
 run it as a script after changing an option or a command:
 
-    python docs/_hooks/generated.py           # rewrite docs/reference/{configuration,cli}.md
+    python docs/_hooks/generated.py           # rewrite docs/reference/{configuration,cli,api}.md
     python docs/_hooks/generated.py --check   # exit 1 when a page is out of date (tests/docs runs it)
 """
 
@@ -19,7 +19,8 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[2]
-PAGES = {"config": REPO / "docs" / "reference" / "configuration.md", "cli": REPO / "docs" / "reference" / "cli.md"}
+PAGES = {"config": REPO / "docs" / "reference" / "configuration.md", "cli": REPO / "docs" / "reference" / "cli.md",
+         "api": REPO / "docs" / "reference" / "api.md"}
 
 
 def _options_table(model: Any, prefix: str, lines: list[str], title: str | None = None) -> None:
@@ -116,7 +117,8 @@ def _cli_reference() -> str:
         for p in cmd.params:
             if p.name == "help":
                 continue
-            names = f"`{(p.metavar or p.name.upper())}`" if is_arg(p) else ", ".join(f"`{o}`" for o in p.opts)
+            names = f"`{(p.metavar or p.name.upper())}`" if is_arg(p) else ", ".join(
+                f"`{o}`" for o in [*p.opts, *getattr(p, "secondary_opts", [])])
             helptext = (getattr(p, "help", None) or "").replace("|", "\\|").replace("\n", " ")
             default = p.default
             shown = "" if default in (None, (), [], False) or p.required or callable(default) else f" (default: `{default}`)"
@@ -130,7 +132,156 @@ def _cli_reference() -> str:
     return "\n".join(out)
 
 
-GENERATORS = {"config": _config_reference, "cli": _cli_reference}
+#: The Python API page: (section, modules). Each module's public names (``__all__``) with their
+#: signatures and docstrings, read from the code, as plain Markdown (readable on GitHub too).
+API_SECTIONS: list[tuple[str, list[str]]] = [
+    ("Records", ["coevolve_sdk.types"]),
+    ("Environments", ["coevolve_sdk.environment", "coevolve_sdk.actions", "coevolve_sdk.toolenv", "coevolve_sdk.rubric",
+                      "coevolve_sdk.testing", "coevolve_sdk.culprit"]),
+    ("Signals", ["coevolve_sdk.signals"]),
+    ("Teachers and validation", ["coevolve_sdk.teacher", "coevolve_sdk.validation"]),
+    ("The LiteLLM teacher (coevolve-litellm)", ["coevolve_litellm.teacher", "coevolve_litellm.client", "coevolve_litellm.options",
+                                                "coevolve_litellm.prompts", "coevolve_litellm.parsing"]),
+    ("Policies and algorithms", ["coevolve_sdk.policy", "coevolve_sdk.algorithm", "coevolve_sdk.rollout"]),
+    ("Pool, store and loop", ["coevolve_sdk.pool", "coevolve_sdk.store", "coevolve_sdk.loop", "coevolve_sdk.interrupts",
+                              "coevolve_sdk.config", "coevolve_sdk.trajectories"]),
+    ("Plugins", ["coevolve_sdk.components", "coevolve_sdk.registry"]),
+]
+
+
+def _doc(obj: Any) -> str:
+    import inspect
+
+    # the object's own docstring: inspect.getdoc would inherit a base class's (pydantic's
+    # BaseModel docstring, with links that point into pydantic's site)
+    own = obj.__dict__.get("__doc__") if isinstance(obj, type) else getattr(obj, "__doc__", None)
+    doc = inspect.cleandoc(own) if isinstance(own, str) else ""
+    # RST literal blocks ("text::" + indented lines) read as Markdown code blocks once the
+    # indented block is fenced; everything else (``code``, *emphasis*, lists) reads as it is.
+    out: list[str] = []
+    lines = doc.splitlines()
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        out.append(line[:-1] if line.rstrip().endswith("::") and not line.strip() == "::" else line)
+        if line.rstrip().endswith("::"):
+            j = i + 1
+            block: list[str] = []
+            while j < len(lines) and (not lines[j].strip() or lines[j].startswith(" ")):
+                block.append(lines[j])
+                j += 1
+            while block and not block[-1].strip():
+                block.pop()
+            if block:
+                import textwrap
+
+                out.append("")
+                out.append("```text")
+                out.extend(textwrap.dedent("\n".join(b for b in block)).strip("\n").splitlines())
+                out.append("```")
+                out.append("")
+                i = j
+                continue
+        i += 1
+    return "\n".join(out).strip()
+
+
+def _signature(obj: Any) -> str:
+    import inspect
+
+    try:
+        sig = str(inspect.signature(obj))
+    except (TypeError, ValueError):
+        return "(...)"
+    return re.sub(r" at 0x[0-9a-f]+", "", sig)
+
+
+def _api_class(name: str, cls: Any, out: list[str]) -> None:
+    import inspect
+
+    from pydantic import BaseModel
+
+    bases = [b.__name__ for b in cls.__bases__ if b is not object]
+    out.append(f"### `{name}`\n")
+    out.append(f"```python\nclass {name}({', '.join(bases)})\n```\n")
+    out.append(_doc(cls) + "\n")
+    if isinstance(cls, type) and issubclass(cls, BaseModel):
+        own = [(f, info) for f, info in cls.model_fields.items() if f in getattr(cls, "__annotations__", {})]
+        if own:
+            out.append("| field | type | default | meaning |\n|---|---|---|---|")
+            for f, info in own:
+                typ = str(info.annotation).replace("typing.", "") if typing_args(info.annotation) else (
+                    getattr(info.annotation, "__name__", None) or str(info.annotation).replace("typing.", ""))
+                typ = re.sub(r"<class '([\w.]+)'>", r"\1", typ).replace("|", "\\|")
+                if info.is_required():
+                    default = "required"
+                elif info.default_factory is not None and info.get_default(call_default_factory=True) != info.get_default(
+                        call_default_factory=True):  # made fresh for each record (an id, say): no fixed value
+                    default = "generated"
+                elif info.default_factory is not None:
+                    default = repr(info.get_default(call_default_factory=True))
+                else:
+                    default = repr(info.get_default())
+                default = re.sub(r" at 0x[0-9a-f]+", "", default)
+                if len(default) > 50:
+                    default = default[:47] + "..."
+                desc = " ".join((info.description or "").split()).replace("|", "\\|")
+                out.append(f"| `{f}` | `{typ}` | `{default}` | {desc} |")
+            out.append("")
+    for attr, value in vars(cls).items():
+        if attr.startswith("_") and attr != "__init__":
+            continue
+        fn = value.__func__ if isinstance(value, (classmethod, staticmethod)) else value
+        if isinstance(value, property):
+            doc = _doc(value)
+            out.append(f"- **`{attr}`** (property)" + (f": {doc.splitlines()[0]}" if doc else ""))
+            continue
+        if not inspect.isfunction(fn):
+            continue
+        if attr == "__init__" and not fn.__doc__:
+            continue
+        sig = _signature(fn)
+        sig = re.sub(r"^\(self,? ?|^\(cls,? ?", "(", sig)
+        doc = _doc(fn)
+        out.append(f"- **`{attr}{sig}`**" + ("" if not doc else "\n\n" + "\n".join("    " + ln if ln else "" for ln in doc.splitlines())))
+    out.append("")
+
+
+def typing_args(ann: Any) -> tuple[Any, ...]:
+    import typing
+
+    return typing.get_args(ann)
+
+
+def _api_reference() -> str:
+    import importlib
+    import inspect
+
+    out: list[str] = []
+    for section, modules in API_SECTIONS:
+        out.append(f"\n## {section}\n")
+        for modname in modules:
+            mod = importlib.import_module(modname)
+            out.append(f"\n### Module `{modname}`\n")
+            out.append(_doc(mod) + "\n")
+            for name in getattr(mod, "__all__", []):
+                obj = getattr(mod, name, None)
+                if obj is None:
+                    continue
+                if inspect.isclass(obj):
+                    _api_class(name, obj, out)
+                elif callable(obj):
+                    out.append(f"### `{name}`\n")
+                    out.append(f"```python\ndef {name}{_signature(obj)}\n```\n")
+                    out.append(_doc(obj) + "\n")
+                else:
+                    out.append(f"### `{name}`\n")
+                    shown = repr(obj)
+                    out.append(f"A constant: `{shown[:100] + ('...' if len(shown) > 100 else '')}`.\n")
+    return "\n".join(out)
+
+
+GENERATORS = {"config": _config_reference, "cli": _cli_reference, "api": _api_reference}
 
 
 def fill(markdown: str) -> str:
