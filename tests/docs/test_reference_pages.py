@@ -26,6 +26,16 @@ def test_the_pages_read_in_the_repository() -> None:
         assert key in cli, key
 
 
+def test_the_api_page_is_markdown_with_signatures_and_docstrings() -> None:
+    api = (REPO / "docs" / "reference" / "api.md").read_text()
+    assert ":::" not in api  # readable without mkdocstrings (on GitHub, in an editor)
+    for key in ("### Module `coevolve_sdk.toolenv`", "### `ToolEnv`", "### `check_env`", "```python\ndef check_env(env:",
+                "### `GraderError`", "### `Task`", "| `query` | `str` | `required` |", "- **`build_task(query:",
+                "### Module `coevolve_litellm.teacher`", "### Module `coevolve_sdk.trajectories`"):
+        assert key in api, key
+    assert " at 0x" not in api  # no object addresses: the page is the same on every machine
+
+
 def test_a_stale_page_is_detected(tmp_path: Path) -> None:
     sys.path.insert(0, str(REPO / "docs" / "_hooks"))
     try:
