@@ -10,7 +10,9 @@ Four measurements, each printed with what it means for the paper's BFCL run (120
 * **store** -- bytes one trajectory costs in the run store (``RunStore.record_step``, real SQLite
   file, WAL checkpointed), for trajectories of BFCL's paper configuration (official tool docs)
   replayed from the reference actions, then padded with real turns up to 10 and 30 turns; the
-  projection to 120 paper steps; and the same with the store's compression option.
+  projection to 120 paper steps; the same with the store's compression option; and the store
+  per 1,000 paper steps with the defaults (compressed, every trajectory kept) and with
+  ``store.keep_trajectory_steps=10`` (older trajectories keep only their row).
 * **pool** -- sampling, deduplication and admission at 10^3, 10^4 and 10^5 tasks in the pool
   (the real ``TaskPool`` on a real store), per step as the loop calls them.
 * **detectors** -- the three detectors through the loop's real path (``observe`` on pydantic
@@ -131,8 +133,9 @@ def _db_bytes(path: Path) -> int:
     return sum(p.stat().st_size for p in path.parent.glob(path.name + "*"))
 
 
-def _store_bytes(trajs: list[Any], repeat_steps: int, **store_kw: Any) -> tuple[float, float]:
-    """(bytes per trajectory on disk, seconds per record_step of 256) writing ``trajs`` as steps."""
+def _store_bytes(trajs: list[Any], repeat_steps: int, pruned: bool = False, **store_kw: Any) -> tuple[float, float]:
+    """(bytes per trajectory on disk, seconds per record_step of 256) writing ``trajs`` as steps;
+    ``pruned``: what a trajectory costs once store.keep_trajectory_steps has dropped its turns."""
     from coevolve_sdk.store import RunStore
 
     with tempfile.TemporaryDirectory() as d:
@@ -148,6 +151,9 @@ def _store_bytes(trajs: list[Any], repeat_steps: int, **store_kw: Any) -> tuple[
             store.record_step(step, batch, [], {"reward_mean": 0.5})
             secs.append(time.perf_counter() - t0)
             n += len(batch)
+        if pruned:
+            store.prune_trajectories(repeat_steps)
+            store._db.execute("VACUUM")  # the pages the turns held, given back (a run reuses them instead)
         store._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         after = _db_bytes(path)
         store.close()
@@ -199,6 +205,10 @@ def _zlib_ratio(trajs: list[Any]) -> float:
     return sum(map(len, raw)) / sum(len(zlib.compress(r, 6)) for r in raw)
 
 
+def _per_1000(row: dict[str, Any], key: str) -> float:
+    return row[key] * 1000 * PAPER_TRAJ_PER_STEP
+
+
 def bench_store(n_tasks: int, repeat_steps: int) -> tuple[list[Figure], dict[str, Any]]:
     from coevolve_bfcl.env import BFCLMultiTurnEnv
     from coevolve_sdk.rollout import EnvPool, RolloutSettings, collect_groups
@@ -236,6 +246,20 @@ def bench_store(n_tasks: int, repeat_steps: int) -> tuple[list[Figure], dict[str
     out["store_rows"] = rows
     print("('30+1k': 30 turns with 1,000 characters of prose before each agent message's calls, a chatty model;"
           " zlib: what compressing each row's JSON alone would save)")
+    # the defaults (store.compress_trajectories on, every trajectory kept), per 1,000 paper steps;
+    # and with store.keep_trajectory_steps, where an old trajectory keeps only its row
+    stub, _ = _store_bytes(base, repeat_steps, pruned=True)
+    keep = 10
+    print(f"store per 1,000 paper steps ({PAPER_TRAJ_PER_STEP} trajectories each) with the defaults (compressed, all kept): "
+          + ", ".join(f"{r['turns'] if r['turns'] != 'ref' else f'{turns_ref:.1f}'} turns {_per_1000(r, 'compressed_bytes_per_traj') / 1e9:.2f} GB"
+                      for r in rows))
+    bounded = {r["turns"]: (1000 - keep) * PAPER_TRAJ_PER_STEP * stub + keep * PAPER_TRAJ_PER_STEP * r["compressed_bytes_per_traj"] for r in rows}
+    print(f"  with store.keep_trajectory_steps={keep}: {stub:,.0f} B per pruned trajectory, "
+          + ", ".join(f"{k if k != 'ref' else f'{turns_ref:.1f}'} turns {v / 1e9:.2f} GB" for k, v in bounded.items())
+          + " (plus the trajectories signals point to, whole)")
+    out["store_per_1000_steps_default_bytes"] = {r["turns"]: _per_1000(r, "compressed_bytes_per_traj") for r in rows}
+    out["store_per_1000_steps_keep10_bytes"] = bounded
+    out["store_pruned_bytes_per_traj"] = stub
     worst = rows[-1]
     figs = [Figure(name="run store, 120 paper steps (30 turns, 1k chars/turn)", value=worst["paper_total_bytes"] / 1e9, unit="GB",
                    note=f"{worst['bytes_per_traj']:,.0f} B per trajectory; reference-length 30 turns: {rows[2]['paper_total_bytes'] / 1e9:.2f} GB")]
@@ -243,9 +267,12 @@ def bench_store(n_tasks: int, repeat_steps: int) -> tuple[list[Figure], dict[str
         figs.append(Figure(name="run store compressed, 120 paper steps (30 turns, 1k chars/turn)", value=worst["compressed_paper_total_bytes"] / 1e9,
                            unit="GB", baseline=worst["paper_total_bytes"] / 1e9, baseline_label="uncompressed",
                            note="ratio = compressed / plain size"))
-    out["store_record_step_s"] = worst["record_step_s"]  # the default: store.compress_trajectories off
-    if can_compress:
-        out["store_record_step_compressed_s"] = worst["compressed_record_step_s"]
+    figs.append(Figure(name="run store per 1,000 paper steps, defaults (30 turns, 1k chars/turn)",
+                       value=_per_1000(worst, "compressed_bytes_per_traj") / 1e9, unit="GB",
+                       note=f"store.compress_trajectories on; with store.keep_trajectory_steps={keep}: {bounded['30+1k'] / 1e9:.2f} GB"))
+    # the default since issue 23: store.compress_trajectories on
+    out["store_record_step_s"] = worst["compressed_record_step_s"]
+    out["store_record_step_plain_s"] = worst["record_step_s"]
     return figs, out
 
 
@@ -407,11 +434,11 @@ def main() -> int:
               f"= {100 * share:.3f}% of a paper step ({PAPER_STEP_S:.0f}s, Table 7); goal < 1%")
         figures.append(Figure(name="store + pool + detectors per paper step", value=100 * share, unit="% of step",
                               goal_on="value", goal_op="<=", goal=1.0, note=f"{overhead:.3f}s of {PAPER_STEP_S:.0f}s"))
-        if "store_record_step_compressed_s" in params:
-            c = params["store_record_step_compressed_s"] + params["pool_per_step_s"] + params["detector_per_step_s"]
-            print(f"  with store.compress_trajectories: store {params['store_record_step_compressed_s']:.3f}s, total {c:.3f}s "
+        if "store_record_step_plain_s" in params:
+            c = params["store_record_step_plain_s"] + params["pool_per_step_s"] + params["detector_per_step_s"]
+            print(f"  with store.compress_trajectories off: store {params['store_record_step_plain_s']:.3f}s, total {c:.3f}s "
                   f"= {100 * c / PAPER_STEP_S:.3f}% of a paper step")
-            figures.append(Figure(name="the same, store compressed", value=100 * c / PAPER_STEP_S, unit="% of step",
+            figures.append(Figure(name="the same, store not compressed", value=100 * c / PAPER_STEP_S, unit="% of step",
                                   goal_on="value", goal_op="<=", goal=1.0, note=f"{c:.3f}s of {PAPER_STEP_S:.0f}s"))
     write_json(args.json, "scaling", figures, params)
     return 0

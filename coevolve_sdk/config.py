@@ -101,9 +101,19 @@ class EvalConfig(_Strict):
 
 
 class StoreConfig(_Strict):
+    """How much of a run ``run.sqlite`` keeps (docs/performance.md, "Run-store size")."""
+
     compress_trajectories: bool = Field(
-        False, description="Keep trajectories in run.sqlite as zlib-compressed JSON: about 4x smaller on real text (a paper-size "
-        "BFCL run stores 0.2-2.3 GB plain); they are read back the same. May change on resume.",
+        True, description="Keep trajectories in run.sqlite as zlib-compressed JSON: about 4x smaller on real text (a paper-size "
+        "BFCL run stores 0.2-2.3 GB plain), for ~0.07% of a paper step's time; they are read back the same. On by default "
+        "since issue 23; false keeps plain JSON rows (readable with sqlite3 alone). May change on resume.",
+    )
+    keep_trajectory_steps: int | None = Field(
+        None, ge=1, description="Keep the turns of training trajectories of only the last N steps (null: of every step). An older "
+        "training trajectory keeps its row (id, step, task, score, success: what the report and the detectors' history use) "
+        "but loses its messages and turns, unless a signal or a task's lineage points to it (the teacher reflects on those "
+        "and `coevolve pool show` prints them); evaluation trajectories are always kept whole. Bounds the store of a long "
+        "run. May change on resume.",
     )
 
 

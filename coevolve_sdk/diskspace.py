@@ -4,7 +4,7 @@ Multi-day runs meet full disks (and exceeded quotas, and filesystems remounted r
 write that fails can be anywhere: SQLite's write-ahead log, a safetensors file of a checkpoint,
 the report, TensorBoard's event file, an experiment's log. Each library says it its own way
 (``OSError`` with ``errno.ENOSPC``, ``sqlite3.OperationalError: database or disk is full``,
-``SafetensorError: ... No space left on device (os error 28)``, torch's ``file write failed``),
+``SafetensorError: ... No space left on device (os error 28)``, torch's ``unexpected pos``),
 and a 100-line traceback ending in one of them tells nobody which folder is full, how much room
 the run needs, or that the run folder is intact and ``coevolve run --resume`` continues it.
 
@@ -99,7 +99,9 @@ def disk_full_cause(e: BaseException, where: str | Path | None = None) -> int | 
         for needle, code in _TEXTS.items():
             if needle in text:
                 return code
-        if where is not None and isinstance(x, (OSError, RuntimeError, sqlite3.Error)) and ("write" in text or "i/o" in text):
+        # torch.save on a full disk: "file write failed", or "unexpected pos 704 vs 598" (its zip writer)
+        if where is not None and isinstance(x, (OSError, RuntimeError, sqlite3.Error)) and any(
+                w in text for w in ("write", "i/o", "unexpected pos")):
             free = free_bytes(where)
             if free is not None and free < _NEARLY_FULL:
                 return errno.ENOSPC

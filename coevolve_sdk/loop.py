@@ -123,6 +123,8 @@ class CoEvolveLoop:
             found = DiskFull(f"the run folder (at step {self.step})", self.run_dir, disk_full_cause(e, self.run_dir) or errno.ENOSPC,
                              f"{type(e).__name__}: {e}")
         ckpt = latest_checkpoint(self.run_dir / "checkpoints")
+        if not self.space.checkpoint_bytes and ckpt is not None:  # stopped before this process measured a checkpoint
+            self.space.observe(self.step, ckpt)
         needed = self.space.needed(self.config.training.checkpoint_every)
         return found.with_run(self.run_dir, needed, ckpt.name if ckpt is not None else None)
 
@@ -184,6 +186,8 @@ class CoEvolveLoop:
         start = RunFolder(self.run_dir).start(self.config, self.registry, resume=self.resume, restart=self.restart,
                                               allow_config_change=self.allow_config_change, log=self.progress.log)
         self.store, self.step, self._revision = start.store, start.step, start
+        if self.store.keep_steps is not None:  # a retention set or shortened on resume applies to the steps before it too
+            self.store.prune_trajectories(self.step - self.store.keep_steps)
         self._attach()
         if start.finished:
             return None

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from .diskspace import writing
+from .diskspace import DiskFull, writing
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress as RichProgress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
@@ -45,7 +45,10 @@ class TensorBoard:
             try:
                 from torch.utils.tensorboard import SummaryWriter  # noqa: PLC0415
 
-                self._writer = SummaryWriter(str(self.logdir))
+                with writing("the TensorBoard logs", self.logdir):  # a full disk stops the run; nothing else does
+                    self._writer = SummaryWriter(str(self.logdir))
+            except DiskFull:
+                raise
             except Exception:
                 self._writer = False
                 return

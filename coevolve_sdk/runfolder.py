@@ -41,7 +41,7 @@ MAY_CHANGE_ON_RESUME = (
     "run_dir", "plugins",
     "training.steps", "training.checkpoint_every", "training.keep_checkpoints",
     "eval.every", "eval.max_tasks", "eval.before", "eval.after",
-    "evolution.workers", "rollout.env_workers", "store.compress_trajectories",
+    "evolution.workers", "rollout.env_workers", "store.compress_trajectories", "store.keep_trajectory_steps",
 )
 
 
@@ -138,6 +138,7 @@ class RunFolder:
             (self.path / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
         store = self.open_store(resume=resume)
         store.compress = cfg.store.compress_trajectories
+        store.keep_steps = cfg.store.keep_trajectory_steps
         if not resume:
             store.set_meta("config", config)
             store.set_meta("status", "running")

@@ -107,12 +107,16 @@ class RunStore:
     ``read_only=True`` opens an existing file without ever writing to it (no schema, no
     migration) and fails with ``StoreDamaged`` when it is missing or not a run store."""
 
-    def __init__(self, path: str | Path, *, read_only: bool = False, check: bool = False, compress: bool = False) -> None:
+    def __init__(self, path: str | Path, *, read_only: bool = False, check: bool = False, compress: bool = False,
+                 keep_steps: int | None = None) -> None:
         self.path = Path(path)
         self.read_only = read_only
         # store.compress_trajectories: trajectories written from now on are zlib-compressed JSON
         # (a BLOB); rows of either kind are read back, so the setting may change on resume
         self.compress = compress
+        # store.keep_trajectory_steps: record_step prunes the training trajectories of the step
+        # this many steps back (prune_trajectories); None keeps every one whole
+        self.keep_steps = keep_steps
         self._lock = threading.RLock()
         if read_only:
             if not self.path.is_file():
@@ -189,7 +193,7 @@ class RunStore:
 
     def _full(self, e: BaseException) -> DiskFull:
         """A write the disk had no room for: the transaction is rolled back, the file is intact."""
-        return DiskFull(f"the run's store ({self.path.name})", self.path, disk_full_cause(e) or errno.ENOSPC, f"{type(e).__name__}: {e}")
+        return DiskFull("the run's store", self.path, disk_full_cause(e) or errno.ENOSPC, f"{type(e).__name__}: {e}")
 
     def _query(self, sql: str, args: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
         with self._lock:
@@ -300,6 +304,49 @@ class RunStore:
                 )
             for k, v in metrics.items():
                 c.execute("INSERT OR REPLACE INTO metrics(step, key, value) VALUES (?,?,?)", (step, k, float(v)))
+            if self.keep_steps is not None and step - self.keep_steps >= 1:
+                self._prune(c, step - self.keep_steps, step - self.keep_steps)
+
+    # a pruned row's data: the trajectory without its turns (still a valid Trajectory record)
+    _PRUNED_MARK = '"info":{"pruned":true}'
+
+    def prune_trajectories(self, through: int) -> int:
+        """Drop the turns of training trajectories of steps up to ``through`` (store.keep_trajectory_steps).
+
+        What stays: every row (id, step, task, score, success: the report's score plots and
+        ``coevolve trajectories`` listings read these), the whole trajectory when a signal or a
+        task's lineage points to it (the teacher reflects on it, ``coevolve pool show`` prints
+        it), and every evaluation trajectory. The detectors never read old trajectories: their
+        state and the competence history are in the checkpoint. Pruning depends only on the
+        step, so a resumed run prunes exactly what an uninterrupted one does. Returns the rows
+        pruned; SQLite reuses the freed pages, so the file stops growing rather than shrinking."""
+        if through < 1:
+            return 0
+        with self._tx() as c:
+            return self._prune(c, 1, through)
+
+    def _prune(self, c: sqlite3.Connection, first: int, last: int) -> int:
+        keep = ("SELECT trajectory_id FROM signals UNION SELECT j.value FROM signals s, json_each(s.data, '$.trajectory_ids') j "
+                "UNION SELECT json_extract(data, '$.lineage.trajectory_id') AS t FROM tasks WHERE t IS NOT NULL")  # a NULL would keep all
+        steps = [r[0] for r in c.execute(
+            f"SELECT DISTINCT step FROM trajectories WHERE phase = 'train' AND step BETWEEN ? AND ? "
+            f"AND NOT (typeof(data) = 'text' AND instr(data, ?) > 0) AND id NOT IN ({keep})",
+            (first, last, self._PRUNED_MARK)).fetchall()]
+        pruned = 0
+        for step in steps:
+            # the step's rows are deleted and written again in their order: updating them in place
+            # would leave every leaf page they filled nearly empty, and the file would keep growing
+            rows = c.execute(f"SELECT id, task_id, score, success, data, id IN ({keep}) FROM trajectories "
+                             f"WHERE phase = 'train' AND step = ? ORDER BY rowid", (step,)).fetchall()
+            c.execute("DELETE FROM trajectories WHERE phase = 'train' AND step = ?", (step,))
+            for tid, task_id, score, success, data, kept in rows:
+                if not kept and not (isinstance(data, str) and self._PRUNED_MARK in data):
+                    data = Trajectory(id=tid, task_id=task_id, step=step, score=score, success=bool(success),
+                                      info={"pruned": True}).model_dump_json()
+                    pruned += 1
+                c.execute("INSERT INTO trajectories(id, step, task_id, score, success, phase, data) VALUES (?,?,?,?,?,?,?)",
+                          (tid, step, task_id, score, success, "train", data))
+        return pruned
 
     def add_metrics(self, step: int, metrics: dict[str, float]) -> None:
         with self._tx() as c:

@@ -10,8 +10,6 @@ Mounting needs root (CI runs as root); elsewhere the test is skipped and says wh
 
 from __future__ import annotations
 
-import os
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -19,7 +17,12 @@ import pytest
 
 from coevolve_sdk.diskspace import EXIT_DISK_FULL
 from tests.conftest import coevolve_cmd
-from tests.core.test_resume_exact import CONFIG, SETTINGS, _compare, _sets, final_state
+from tests.core.test_diskspace import tmpfs
+from tests.core.test_resume_exact import CONFIG, SETTINGS as EXACT, _compare, _sets, final_state
+
+# trajectories older than 2 steps lose their turns (store.keep_trajectory_steps): the comparison
+# then also shows that a resumed run prunes exactly what an uninterrupted one does
+SETTINGS = {**EXACT, "store.keep_trajectory_steps": 2}
 
 pytest.importorskip("torch")
 pytest.importorskip("safetensors")
@@ -28,19 +31,11 @@ pytest.importorskip("safetensors")
 @pytest.fixture
 def small_disk(tmp_path: Path):  # type: ignore[no-untyped-def]
     """A 16 MB tmpfs (a run folder of this test needs about 7 MB), unmounted afterwards."""
-    if os.geteuid() != 0:
-        pytest.skip("mounting a size-limited tmpfs needs root (CI runs the tests as root)")
-    if shutil.which("mount") is None:
-        pytest.skip("no `mount` command to mount a size-limited tmpfs")
-    mnt = tmp_path / "small"
-    mnt.mkdir()
-    out = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16m", "tmpfs", str(mnt)], capture_output=True, text=True)
-    if out.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here ({out.stderr.strip()}): a container without CAP_SYS_ADMIN?")
+    unmount = tmpfs(tmp_path / "small", "16m")
     try:
-        yield mnt
+        yield tmp_path / "small"
     finally:
-        subprocess.run(["umount", "-l", str(mnt)], capture_output=True)
+        unmount()
 
 
 def _run(args: list[str], env: dict[str, str], fill_at: str | None = None, filler: Path | None = None,
@@ -86,7 +81,7 @@ def test_a_full_disk_stops_the_run_clearly_and_the_resume_is_exact(tmp_path: Pat
     filler.unlink()
     out = _run(["run", "--resume", str(run)], sub_env, fill_at="step_recorded:1", filler=filler)
     err = _stopped_for_room(out, run)
-    assert "while writing the run's store (run.sqlite)" in err, err
+    assert f"while writing the run's store ({run / 'run.sqlite'})" in err and "the run needs about" in err, err
 
     # space freed by enlarging the filesystem; the resume ends where the uninterrupted run ended
     grown = subprocess.run(["mount", "-o", "remount,size=64m", str(small_disk)], capture_output=True, text=True)

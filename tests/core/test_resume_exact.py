@@ -19,6 +19,7 @@ import signal
 import sqlite3
 import subprocess
 import time
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -82,8 +83,8 @@ def _rows(db: Path, sql: str) -> list[tuple]:
         con.close()
 
 
-def _without(data: str, *keys: str) -> Any:
-    d = json.loads(data)
+def _without(data: str | bytes, *keys: str) -> Any:
+    d = json.loads(zlib.decompress(data) if isinstance(data, bytes) else data)  # trajectories are compressed by default
     for k in keys:
         d.pop(k, None)
     if isinstance(d.get("info"), dict):

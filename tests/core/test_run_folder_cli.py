@@ -16,6 +16,7 @@ import signal
 import sqlite3
 import subprocess
 import time
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -39,8 +40,8 @@ def content(run: Path) -> dict[str, Any]:
     """A run's records by content (wall times aside), for comparing two runs."""
     db = run / "run.sqlite"
 
-    def strip(d: str) -> Any:
-        x = json.loads(d)
+    def strip(d: str | bytes) -> Any:
+        x = json.loads(zlib.decompress(d) if isinstance(d, bytes) else d)  # trajectories are compressed by default
         x.pop("seconds", None)
         if isinstance(x.get("info"), dict):
             x["info"].pop("rollout_seconds", None)

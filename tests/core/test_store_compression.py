@@ -61,7 +61,8 @@ def test_compressed_trajectories_read_back_unchanged_beside_plain_ones(tmp_path:
 
 @pytest.mark.slow
 def test_a_run_resumes_with_compression_switched_on(tmp_path: Path, sub_env: dict[str, str]) -> None:
-    cfg = write_config(tmp_path, **{"training.steps": 2, "training.checkpoint_every": 2, "eval": {"max_tasks": 2}})
+    cfg = write_config(tmp_path, **{"training.steps": 2, "training.checkpoint_every": 2, "eval": {"max_tasks": 2},
+                                    "store": {"compress_trajectories": False}})  # plain rows first (on by default since issue 23)
     first = subprocess.run([*coevolve_cmd(), "run", str(cfg), "-q"], capture_output=True, text=True, env=sub_env, timeout=300)
     assert first.returncode == 0, first.stderr + first.stdout
     run = tmp_path / "run"

@@ -35,6 +35,7 @@ def weights(run: Path, step: int) -> dict:
 def trajectories(run: Path) -> list[tuple]:
     import json
     import sqlite3
+    import zlib
 
     con = sqlite3.connect(run / "run.sqlite")
     try:
@@ -43,7 +44,7 @@ def trajectories(run: Path) -> list[tuple]:
         con.close()
     out = []
     for tid, step, data in rows:
-        d = json.loads(data)
+        d = json.loads(zlib.decompress(data) if isinstance(data, bytes) else data)  # compressed by default
         out.append((tid, step, d["token_ids"], d["logprobs"], d["score"]))
     assert {r[1] for r in out} == {1, 2, 3, 4, 5}
     return out
