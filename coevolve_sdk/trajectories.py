@@ -31,6 +31,7 @@ __all__ = ["StoredTrajectory", "Turn", "select", "phases", "turns", "format_plai
            "trajectories_cmd"]
 
 _TOOL_CALL_BLOCK = "<tool_call>"
+_NO_TURNS = "(its turns were not kept: see store.keep_trajectory_steps)"
 
 
 @dataclass
@@ -181,6 +182,8 @@ def format_plain(st: StoredTrajectory, *, system: bool = False, width: int = 400
         else:
             label = {"request": "request", "user": "user", "agent": "agent", "system": "system"}[tn.kind]
             lines.append(f"{label}: {cut(tn.text)}" if tn.kind in ("request", "system") else f"  {label}: {cut(tn.text)}")
+    if not st.trajectory.messages:
+        lines.append(f"  {_NO_TURNS}")
     lines.append(f"  => {_rewards(st.trajectory)}")
     return "\n".join(lines)
 
@@ -206,6 +209,8 @@ def render_rich(st: StoredTrajectory, *, system: bool = False) -> Any:
         else:
             body.append(Text.assemble((f"{tn.kind}: ", "dim"), tn.text.rstrip()))
     t = st.trajectory
+    if not t.messages:
+        body.append(Text(_NO_TURNS, style="dim"))
     body.append(Text(_rewards(t), style="bold green" if t.success else "bold red"))
     return Panel(Group(*body), title=_headline(st), title_align="left", border_style="green" if t.success else "red")
 

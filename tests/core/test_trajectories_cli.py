@@ -117,3 +117,29 @@ def test_the_report_embeds_evaluation_episodes(run_dir: Path) -> None:
     assert "<h2>Evaluation episodes</h2>" in page
     assert page.count('<details class="trajectory">') >= 2  # before and after, a few each
     assert "coevolve trajectories RUN_DIR --phase eval" in page
+
+
+def test_on_a_terminal_the_conversation_is_coloured() -> None:
+    from rich.console import Console
+
+    from coevolve_sdk.trajectories import render_rich
+
+    store = RunStore(OLD_RUN / "run.sqlite", read_only=True)
+    try:
+        st = select(store, phase="before", limit=1)[0]
+    finally:
+        store.close()
+    console = Console(record=True, force_terminal=True, width=200, color_system="truecolor")
+    console.print(render_rich(st))
+    text = console.export_text(clear=False)
+    assert st.trajectory.task_id in text and "request" in text and "agent → " in text and "reward 0.00" in text
+    assert "\x1b[" in console.export_text(styles=True)
+
+
+def test_a_trajectory_without_turns_says_why() -> None:
+    from coevolve_sdk.trajectories import StoredTrajectory
+    from coevolve_sdk.types import Trajectory
+
+    st = StoredTrajectory("train", Trajectory(task_id="t", step=3, score=1.0, success=True), query="Do it.")
+    text = format_plain(st)
+    assert "request: Do it." in text and "store.keep_trajectory_steps" in text and "=> reward 1.00, solved" in text
