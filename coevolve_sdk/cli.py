@@ -73,8 +73,9 @@ def run(
 ) -> None:
     """Run CoEvolve: train, detect signals, evolve the task pool, evaluate, write a report.
 
-    A run stopped in any way (Ctrl-C, SIGTERM, a kill, a crash) continues with --resume from
-    its last checkpoint, and ends as if it had never stopped."""
+    A run stopped in any way (Ctrl-C, SIGTERM, a kill, a crash, a full disk) continues with
+    --resume from its last checkpoint, and ends as if it had never stopped. Exit status: 0 done,
+    2 a problem to fix (said without a traceback), 75 the disk is full, 130 Ctrl-C, 143 SIGTERM."""
     from .config import load_config
     from .interrupts import catch_interrupts, interrupt_signal
     from .loop import CoEvolveLoop
