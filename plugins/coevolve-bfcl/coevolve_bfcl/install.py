@@ -7,6 +7,7 @@ them; the plugin's own dependencies (filelock, mpmath) cover what they do need. 
 
     python -m coevolve_bfcl.install          # installs bfcl-eval==<pinned> --no-deps
     python -m coevolve_bfcl.install --check  # only report whether it is importable
+    python -m coevolve_bfcl.install --quiet  # the same in one line of output (make setup)
 """
 
 from __future__ import annotations
@@ -27,13 +28,14 @@ def installed_version() -> str | None:
         return None
 
 
-def command() -> list[str]:
-    return [sys.executable, "-m", "pip", "install", "--no-deps", f"bfcl-eval=={BFCL_EVAL_VERSION}"]
+def command(quiet: bool = False) -> list[str]:
+    return [sys.executable, "-m", "pip", "install", *(["-q"] if quiet else []), "--no-deps", f"bfcl-eval=={BFCL_EVAL_VERSION}"]
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m coevolve_bfcl.install", description=__doc__.splitlines()[0])
     ap.add_argument("--check", action="store_true", help="only report the installed version")
+    ap.add_argument("--quiet", action="store_true", help="one line of output (pip's own progress is silenced)")
     args = ap.parse_args(argv)
     have = installed_version()
     if args.check:
@@ -42,8 +44,11 @@ def main(argv: list[str] | None = None) -> int:
     if have == BFCL_EVAL_VERSION:
         print(f"bfcl-eval {have} is already installed")
         return 0
-    print("running:", " ".join(command()))
-    return subprocess.call(command())
+    if args.quiet:
+        print(f"installing bfcl-eval {BFCL_EVAL_VERSION} without its dependencies (the multi-turn suite needs none of them)")
+    else:
+        print("running:", " ".join(command()))
+    return subprocess.call(command(args.quiet))
 
 
 if __name__ == "__main__":
