@@ -208,3 +208,15 @@ def test_every_toolenv_has_tool_docs_even_with_its_own_options() -> None:
     env = KVStoreEnv(tool_docs="none")
     task = env.tasks("train")[0]
     assert env.replay(task, task.reference_actions).success
+
+
+# ---------------------------------------------------------------- a plugin under development
+def test_plugin_modules_serve_check_env_and_gymnasium_make_without_installing(sub_env: dict[str, str]) -> None:
+    """The tutorial's "Developing without installing": COEVOLVE_PLUGIN_MODULES + PYTHONPATH."""
+    env = dict(sub_env, COEVOLVE_PLUGIN_MODULES="tests.toolenv.user_error_envs")
+    checked = subprocess.run([*coevolve_cmd(), "check", "env", "adder-duplicate-seeds"], capture_output=True, text=True, env=env,
+                             timeout=300)
+    assert checked.returncode == 0 and "All contracts hold." in checked.stdout, checked.stdout + checked.stderr
+    code = "import gymnasium, coevolve_sdk; print(type(gymnasium.make('coevolve/adder-bad-grader-v0').unwrapped).__name__)"
+    made = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
+    assert made.returncode == 0 and made.stdout.strip() == "BadGrader", made.stderr
