@@ -201,8 +201,9 @@ class AgentEnv(Component, gym.Env[str, str], ABC):
         """The environment's own tasks for a split (seed or benchmark tasks), as ``Task`` records.
 
         ``train`` feeds the seed pool and ``reset`` without a task; the evaluation split
-        (``eval.split``, usually ``test``) must not share tasks with it. Raise ValueError for a
-        split the environment does not have."""
+        (``eval.split``, usually ``test``) must not share tasks with it: no id, and no request
+        on the same payload (``coevolve check env`` checks both). Raise ValueError for a split
+        the environment does not have (rather than returning the train tasks again)."""
 
     @abstractmethod
     def tools(self) -> list[ToolSpec]:

@@ -44,7 +44,10 @@ What the base class provides, from the methods marked with :func:`tool`:
 * ``act()``: every ``<tool_call>`` of a message is run in order (several per message); the
   arguments are validated strictly (``"3"`` is not an int, unknown arguments are refused)
   against a pydantic model built per tool; the tool's return value is the observation
-  (``str`` as is, ``None`` as ``"ok"``, anything else as JSON). An unknown tool, bad
+  (``str`` as is, ``None`` as ``"ok"``, a pydantic model or any JSON value as JSON). When the
+  tool declares a return type, every result is checked against it strictly: a mismatch is a
+  bug of the environment and raises :class:`~coevolve_sdk.culprit.ToolReturnTypeError`
+  (tool, declared and actual type) out of ``step``, at ``coevolve check env`` and in a run. An unknown tool, bad
   arguments, a :class:`ToolError` (or another type listed in ``user_errors``) become an
   ``Error: ...`` observation; any other exception is a bug in the tool, reported the same way
   (with ``info["tool_bugs"]``) and never escapes ``step``. A message without a tool call is
@@ -56,7 +59,10 @@ What the base class provides, from the methods marked with :func:`tool`:
   ", then ". ``action_pattern()`` is AgentEnv's: the ordered names of the tools called.
 * Grading: ``score()`` is ``self.rubric.score(self)``; the default rubric requires the final
   state to equal the task's expected state and the final message to contain the expected
-  answer (:mod:`coevolve_sdk.rubric`).
+  answer (:mod:`coevolve_sdk.rubric`); a task expects an answer only when its last reference
+  call is of a tool declared ``answers=True``, otherwise any final message passes.
+* Prompt size: the ``tool_docs`` option (every ToolEnv has it, see :class:`ToolEnvOptions`)
+  sends the tools' whole schemas, a compact form or none.
 * Tasks by execution: :meth:`build_task` runs reference actions on an initial state and
   records the expected final state and answer in the payload; the default :meth:`make_task`
   does the same for a teacher's candidate on its parent's initial state. So a synthetic task is
