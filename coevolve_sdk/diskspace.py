@@ -19,16 +19,18 @@ while there is still room (docs/run-folder.md, "When the disk fills").
 from __future__ import annotations
 
 import errno
+import functools
 import os
 import shutil
 import sqlite3
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Any, Callable, Iterator
 
 from .errors import CoEvolveError
 
-__all__ = ["DiskFull", "EXIT_DISK_FULL", "disk_full_cause", "writing", "free_bytes", "human", "SpaceWatch", "folder_size"]
+__all__ = ["DiskFull", "EXIT_DISK_FULL", "disk_full_cause", "writing", "free_bytes", "human", "SpaceWatch", "folder_size",
+           "stops_cleanly"]
 
 #: exit status of ``coevolve run`` (and ``coevolve experiment``) stopped by a full disk, an
 #: exceeded quota or a read-only filesystem: sysexits' EX_TEMPFAIL ("try again later"), since
@@ -191,8 +193,8 @@ class SpaceWatch:
     checkpoint. When the free space is less than ``margin`` intervals' worth, ``check`` returns a
     warning, once per process: early enough to free space while the run goes on."""
 
-    def __init__(self, run_dir: Path, margin: float = 2.0) -> None:
-        self.run_dir, self.margin = Path(run_dir), margin
+    def __init__(self, run_dir: Path, checkpoint_every: int = 1, margin: float = 2.0) -> None:
+        self.run_dir, self.every, self.margin = Path(run_dir), checkpoint_every, margin
         self.warned = False
         self._store_at: tuple[int, int] | None = None  # (step, store bytes) at the last check
         self.growth_per_step = 0.0
@@ -228,3 +230,44 @@ class SpaceWatch:
                 f"needs about {human(need)} (the last checkpoint, {human(self.checkpoint_bytes)}, plus the store's growth, "
                 f"{human(self.growth_per_step)} per step, over {steps_to_next} steps). Free some space now: when the disk "
                 f"is full the run stops, and `coevolve run --resume {self.run_dir}` continues it once there is room.")
+
+    def before_checkpoint(self, step: int, warn: Callable[[str], None], note: Callable[[int, str], None]) -> None:
+        """The loop, before writing the checkpoint of ``step``: measure, and warn (console and report) once when short."""
+        from .checkpoint import latest_checkpoint  # noqa: PLC0415 - checkpoint imports this module
+
+        self.observe(step, latest_checkpoint(self.run_dir / "checkpoints"))
+        text = self.check(self.every)
+        if text is not None:
+            warn(text)
+            note(step, text)
+
+    @contextmanager
+    def stopping(self, step: Callable[[], int]) -> Iterator[None]:
+        """Around a whole run: a disk-full failure anywhere becomes one ``DiskFull`` naming this run's
+        folder, the checkpoint a resume starts from and what the next interval needs."""
+        try:
+            yield
+        except Exception as e:
+            code = disk_full_cause(e, self.run_dir)
+            if code is None:
+                raise
+            from .checkpoint import latest_checkpoint  # noqa: PLC0415
+
+            found = next((x for x in (e, e.__cause__, e.__context__) if isinstance(x, DiskFull)), None)
+            if found is None:  # a write no site named: say where the run was
+                found = DiskFull(f"the run folder (at step {step()})", self.run_dir, code, f"{type(e).__name__}: {e}")
+            ckpt = latest_checkpoint(self.run_dir / "checkpoints")
+            if not self.checkpoint_bytes and ckpt is not None:  # stopped before this process measured a checkpoint
+                self.observe(step(), ckpt)
+            raise found.with_run(self.run_dir, self.needed(self.every), ckpt.name if ckpt is not None else None) from e
+
+
+def stops_cleanly(run: Callable[..., Any]) -> Callable[..., Any]:
+    """Decorates ``CoEvolveLoop.run``: its ``space.stopping`` around the whole run (kept out of loop.py)."""
+
+    @functools.wraps(run)
+    def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
+        with self.space.stopping(lambda: self.step):
+            return run(self, *args, **kwargs)
+
+    return wrapper

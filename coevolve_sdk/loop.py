@@ -17,7 +17,6 @@ steps are replayed, so a killed run ends where an uninterrupted one does (docs/r
 
 from __future__ import annotations
 
-import errno
 import os
 import time
 from pathlib import Path
@@ -27,11 +26,11 @@ import numpy as np
 
 from . import killpoints
 from .algorithm import CheckpointError, CheckpointMismatch
-from .checkpoint import latest_checkpoint, read_state, save_checkpoint, set_aside
+from .checkpoint import read_state, save_checkpoint, set_aside
 from .config import RunConfig, validate_components
 from .context import RunContext
 from .culprit import blame
-from .diskspace import DiskFull, SpaceWatch, disk_full_cause
+from .diskspace import SpaceWatch, stops_cleanly
 from .errors import ResumeError
 from .evaluation import Evaluator, evaluate_run  # noqa: F401 - plugins imported evaluate_run from here
 from .ids import id_stream
@@ -92,8 +91,7 @@ class CoEvolveLoop:
         self.rng = np.random.default_rng(cfg.seed)
         self.envs = EnvPool(self.make_env)
         self.evaluator = Evaluator(self.policy, self.envs, self.make_env, cfg.rollout, progress=self._work, log=self.progress.log)
-        self.tensorboard = TensorBoard(self.run_dir / "tensorboard")
-        self.space = SpaceWatch(self.run_dir)
+        self.tensorboard, self.space = TensorBoard(self.run_dir / "tensorboard"), SpaceWatch(self.run_dir, cfg.training.checkpoint_every)
         self.step = 0
         self.store: RunStore | None = None
         self.pool: TaskPool | None = None
@@ -108,27 +106,8 @@ class CoEvolveLoop:
             on_admitted=lambda step, tasks: self.registry.hook.on_tasks_admitted(run=self.view, step=step, tasks=tasks),
             on_proposed=lambda step, c: self.registry.hook.on_tasks_proposed(run=self.view, step=step, candidates=c))
 
+    @stops_cleanly  # a full disk anywhere: one message (DiskFull), exit 75 (docs/run-folder.md)
     def run(self) -> dict[str, Any]:
-        try:
-            return self._run()
-        except Exception as e:
-            if disk_full_cause(e, self.run_dir) is None:
-                raise
-            raise self._disk_full(e) from e
-
-    def _disk_full(self, e: BaseException) -> DiskFull:
-        """The run stopped for lack of room (docs/run-folder.md): one message with what the loop knows."""
-        found = next((x for x in (e, e.__cause__, e.__context__) if isinstance(x, DiskFull)), None)
-        if found is None:  # a write no site named: say where the run was
-            found = DiskFull(f"the run folder (at step {self.step})", self.run_dir, disk_full_cause(e, self.run_dir) or errno.ENOSPC,
-                             f"{type(e).__name__}: {e}")
-        ckpt = latest_checkpoint(self.run_dir / "checkpoints")
-        if not self.space.checkpoint_bytes and ckpt is not None:  # stopped before this process measured a checkpoint
-            self.space.observe(self.step, ckpt)
-        needed = self.space.needed(self.config.training.checkpoint_every)
-        return found.with_run(self.run_dir, needed, ckpt.name if ckpt is not None else None)
-
-    def _run(self) -> dict[str, Any]:
         cfg = self.config
         try:
             start = self._start()
@@ -156,11 +135,7 @@ class CoEvolveLoop:
         finally:
             self.progress.stop()
             self.envs.close()
-            try:
-                self.tensorboard.close()  # flushes: on a full disk that fails again, and must not hide the first error
-            except Exception as e:
-                if disk_full_cause(e, self.run_dir) is None:
-                    raise
+            self.tensorboard.close()
             if self.store is not None:
                 self.store.close()
             self.lock.release()
@@ -186,8 +161,6 @@ class CoEvolveLoop:
         start = RunFolder(self.run_dir).start(self.config, self.registry, resume=self.resume, restart=self.restart,
                                               allow_config_change=self.allow_config_change, log=self.progress.log)
         self.store, self.step, self._revision = start.store, start.step, start
-        if self.store.keep_steps is not None:  # a retention set or shortened on resume applies to the steps before it too
-            self.store.prune_trajectories(self.step - self.store.keep_steps)
         self._attach()
         if start.finished:
             return None
@@ -305,13 +278,8 @@ class CoEvolveLoop:
         return signals
 
     def _checkpoint(self, step: int) -> None:
-        if self.main:
-            self.space.observe(step, latest_checkpoint(self.run_dir / "checkpoints"))
-            warning = self.space.check(self.config.training.checkpoint_every)
-            if warning is not None:
-                self.progress.warn(warning)
-                if self.store is not None:  # and in the report
-                    self.store.add_note(step, "disk space", warning)
+        if self.main and self.store is not None:
+            self.space.before_checkpoint(step, self.progress.warn, lambda s, text: self.store.add_note(s, "disk space", text))
         save_checkpoint(self.run_dir / "checkpoints", step, self.algorithm, self._state, keep=self.config.training.keep_checkpoints)
         if self.store is not None:
             self.store.set_meta("last_checkpoint_step", step)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from .diskspace import DiskFull, writing
+from .diskspace import DiskFull, disk_full_cause, writing
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress as RichProgress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
@@ -59,7 +59,11 @@ class TensorBoard:
 
     def close(self) -> None:
         if self._writer:
-            self._writer.close()
+            try:
+                self._writer.close()  # flushes: on a full disk that fails again, and must not hide the first error
+            except Exception as e:
+                if disk_full_cause(e, self.logdir) is None:
+                    raise
 
 
 class Progress:

@@ -171,6 +171,8 @@ class RunFolder:
         legacy = "evolution" not in state  # written by coevolve-sdk up to fa4cf36
         task_seq = store.legacy_task_seq(int(state.get("pool_size") or 0)) if legacy else int(state["task_seq"])
         store.rollback(int(state["step"]), task_seq, int(state.get("round", 0) if legacy else state["evolution"]["round"]))
+        if store.keep_steps is not None:  # a retention set or shortened on resume applies to the steps before it too
+            store.prune_trajectories(int(state["step"]) - store.keep_steps)
         store.set_meta("resumed_from", int(state["step"]))
         return Start(store, ckpt, state, revision=pending)
 
