@@ -141,7 +141,7 @@ class DiskFull(CoEvolveError):
             room = f"{human(free)} free there"
             if self.errno == errno.EDQUOT:
                 room += " (your quota may be smaller)"
-        need = f"; the run needs about {human(self.needed)} more to reach its next checkpoint" if self.needed else ""
+        need = f"; the run needs about {human(self.needed)} free to reach its next checkpoint" if self.needed else ""
         folder = self.run_dir if self.run_dir is not None else "RUN_DIR"
         back = f" (from {self.resume_from})" if self.resume_from else ""
         return (f"{cause} while writing {self.what} ({self.path}): {room}{need}. The run stopped and its folder is intact. "

@@ -10,13 +10,14 @@ Mounting needs root (CI runs as root); elsewhere the test is skipped and says wh
 
 from __future__ import annotations
 
+import re
 import subprocess
 from pathlib import Path
 
 import pytest
 
 from coevolve_sdk.diskspace import EXIT_DISK_FULL
-from tests.conftest import coevolve_cmd
+from tests.conftest import REPO, coevolve_cmd
 from tests.core.test_diskspace import tmpfs
 from tests.core.test_resume_exact import CONFIG, SETTINGS as EXACT, _compare, _sets, final_state
 
@@ -49,6 +50,17 @@ def _run(args: list[str], env: dict[str, str], fill_at: str | None = None, fille
     return subprocess.run([*coevolve_cmd(), *args, "-q"], capture_output=True, text=True, env=env, timeout=900)
 
 
+def _shape(text: str, run: Path) -> str:
+    """A message with its run folder and sizes left out, in one line (the docs wrap it)."""
+    text = text.replace(str(run), "RUN").replace("/tmp/df/small/run", "RUN")
+    return " ".join(re.sub(r"\d+(\.\d+)? (bytes|KB|MB|GB)", "SIZE", text).split())
+
+
+def _quoted_in_docs(message: str, run: Path) -> None:
+    page = (REPO / "docs" / "run-folder.md").read_text()
+    assert _shape(message, run) in _shape(page, run), f"docs/run-folder.md does not quote this message:\n{message}"
+
+
 def _stopped_for_room(out: subprocess.CompletedProcess[str], run: Path) -> str:
     assert out.returncode == EXIT_DISK_FULL, f"exit {out.returncode}, expected {EXIT_DISK_FULL}:\n{out.stderr[-4000:]}"
     err = out.stderr
@@ -56,6 +68,7 @@ def _stopped_for_room(out: subprocess.CompletedProcess[str], run: Path) -> str:
     assert "No space left on device while writing" in err, err
     assert "free there" in err and f"`coevolve run --resume {run}`" in err, err
     assert len(err.strip().splitlines()) <= 3, err  # a short message, not a page
+    _quoted_in_docs(err.strip(), run)
     return err
 
 
@@ -74,6 +87,7 @@ def test_a_full_disk_stops_the_run_clearly_and_the_resume_is_exact(tmp_path: Pat
     assert "the run needs about" in err, err
     warning = [ln for ln in out.stdout.splitlines() if "is nearly full" in ln]
     assert len(warning) == 1 and "coevolve run --resume" in warning[0], out.stdout[-3000:]
+    _quoted_in_docs(warning[0].split("] ", 1)[1], run)
     assert not list((run / "checkpoints").glob("*.tmp")), "the half-written checkpoint was left behind"
     assert (run / "checkpoints" / "latest").read_text() == "step-000002"
 

@@ -76,7 +76,7 @@ def test_other_errors_pass_and_each_cause_is_named(tmp_path: Path) -> None:
     ro = DiskFull("the report", tmp_path / "report.html", errno.EROFS)
     assert str(ro).startswith("Read-only file system while writing the report") and "is on a read-only filesystem" in str(ro)
     quota = DiskFull("the run's store", tmp_path / "run.sqlite", errno.EDQUOT, needed=5 << 20)
-    assert "Disk quota exceeded" in str(quota) and "your quota may be smaller" in str(quota) and "about 5.0 MB more" in str(quota)
+    assert "Disk quota exceeded" in str(quota) and "your quota may be smaller" in str(quota) and "needs about 5.0 MB free" in str(quota)
     import pickle
 
     again = pickle.loads(pickle.dumps(quota.with_run(tmp_path, None, "step-000002")))  # crosses worker processes
