@@ -88,6 +88,12 @@ class PoolConfig(_Strict):
 class EvalConfig(_Strict):
     split: str = Field("test", description="Held-out split evaluated greedily.")
     max_tasks: int | None = Field(None, ge=1, description="Evaluate on at most this many tasks of the split.")
+    subset: int | None = Field(
+        None, ge=1, description="Evaluations before the last one (initial, before, during) score only the first N tasks, so "
+        "that a large held-out split costs little during training; the final evaluation ('after') scores every task "
+        "(up to max_tasks) and also reports its first N (subset_success_rate, subset_mean_score), so that a curve "
+        "compares the same tasks from start to end.",
+    )
     every: int | None = Field(
         None, ge=1, description="Also evaluate every this many training steps (phase 'during'), greedily on the same tasks, "
                                 "so that held-out success can be plotted over training."

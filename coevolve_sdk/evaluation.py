@@ -85,18 +85,28 @@ class Evaluator:
         return row, trajs
 
 
-    def record(self, phase: str, step: int, store: "RunStore", split: str, max_tasks: int | None) -> None:
+    def record(self, phase: str, step: int, store: "RunStore", split: str, max_tasks: int | None, *,
+               subset: int | None = None, whole: bool = True) -> None:
         """The loop's evaluations (``before``, ``during``, ``after``): evaluate and write the row
-        and its trajectories to the store in one transaction, replacing an earlier attempt's."""
+        and its trajectories to the store in one transaction, replacing an earlier attempt's.
+
+        With ``subset``, an evaluation that is not ``whole`` scores only the first ``subset``
+        tasks; a ``whole`` one scores them all and adds the subset's figures to its row."""
         try:
             tasks = self.tasks(split, max_tasks)
         except Exception as e:
             self.log(f"evaluation skipped: the environment has no split '{split}' ({e})")
             return
+        if subset is not None and not whole:
+            tasks = tasks[:subset]
         if not tasks:
             return
         self.log(f"evaluating ({phase}) greedily on {len(tasks)} '{split}' tasks ...")
         row, trajs = self.evaluate(tasks, step, phase)
+        if subset is not None and whole:
+            part = trajs[:subset]
+            row |= {"subset_tasks": len(part), "subset_success_rate": sum(t.success for t in part) / max(1, len(part)),
+                    "subset_mean_score": sum(t.score for t in part) / max(1, len(part))}
         killpoints.reached(f"eval_{phase}")
         store.record_eval(step, phase, split, row, trajs)
         self.log(f"eval {phase}: success {row['success_rate']:.3f}, mean score {row['mean_score']:.3f} over {row['tasks']} tasks")

@@ -77,14 +77,18 @@ def _plots(store: RunStore, out: Path) -> dict[str, str]:
         fig, ax = plt.subplots(figsize=(5, 3.5))
         labels = [f"{e['phase']}\n(step {e['step']})" for e in evals]
         xs = range(len(evals))
-        b1 = ax.bar([x - 0.2 for x in xs], [e["success_rate"] for e in evals], width=0.4, label="success rate")
-        b2 = ax.bar([x + 0.2 for x in xs], [e["mean_score"] for e in evals], width=0.4, label="mean score")
+        # eval.subset: the final row scored the whole split and its first N tasks too; plot the N
+        # so that every bar is on the same tasks (the table below gives the whole split's figures)
+        sub = lambda e, k: e.get(f"subset_{k}", e[k])  # noqa: E731
+        b1 = ax.bar([x - 0.2 for x in xs], [sub(e, "success_rate") for e in evals], width=0.4, label="success rate")
+        b2 = ax.bar([x + 0.2 for x in xs], [sub(e, "mean_score") for e in evals], width=0.4, label="mean score")
         for bars in (b1, b2):  # the numbers, so that a zero reads as a result and not as a missing plot
             ax.bar_label(bars, fmt="%.3f", fontsize=8, padding=2)
         ax.set_xticks(list(xs), labels)
         ax.set_ylim(0, 1.05)
         ax.legend()
-        ax.set_title(f"Evaluation on '{evals[0]['split']}' (greedy)")
+        n_sub = next((e["subset_tasks"] for e in evals if "subset_tasks" in e), None)
+        ax.set_title(f"Evaluation on '{evals[0]['split']}' (greedy" + (f", its first {n_sub} tasks)" if n_sub else ")"))
         save(fig, "eval.png", "Evaluation before and after training")
 
     counts = store.signal_counts()
@@ -179,7 +183,9 @@ def write_report(run_dir: str | Path) -> Path:
                 ]) + "</tr>"
             )
         eval_rows = "".join(
-            f"<tr><td>{e(x['phase'])}</td><td>{x['step']}</td><td>{e(x['split'])}</td><td>{x['tasks']}</td><td>{x['success_rate']:.3f}</td><td>{x['mean_score']:.3f}</td></tr>"
+            f"<tr><td>{e(x['phase'])}</td><td>{x['step']}</td><td>{e(x['split'])}</td><td>{x['tasks']}</td><td>{x['success_rate']:.3f}</td><td>{x['mean_score']:.3f}</td>"
+            + (f"<td>{x['subset_success_rate']:.3f} / {x['subset_mean_score']:.3f} on the first {x['subset_tasks']}</td>" if "subset_tasks" in x else "<td></td>")
+            + "</tr>"
             for x in evals
         )
         steps_done = [s for s in metrics if s > 0]
@@ -214,7 +220,7 @@ Pool: {e(json.dumps(store.task_counts()))}. Teacher: {total_calls} LLM calls, ${
 {notes_html}
 {revisions_html}
 <h2>Evaluation</h2>
-<table id="evals"><tr><th>phase</th><th>step</th><th>split</th><th>tasks</th><th>success rate</th><th>mean score</th></tr>{eval_rows}</table>
+<table id="evals"><tr><th>phase</th><th>step</th><th>split</th><th>tasks</th><th>success rate</th><th>mean score</th><th>subset (eval.subset): success / score</th></tr>{eval_rows}</table>
 {eval_examples_html(store)}
 <h2>Plots</h2>{plot_note}{figs}
 <h2>Admitted synthetic tasks ({len(tasks)})</h2>

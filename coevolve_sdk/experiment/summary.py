@@ -45,8 +45,11 @@ def _curve(runs: dict[str, RunData], split: str, key: str) -> dict[str, list[Any
     for data in runs.values():
         points: dict[int, float] = {}
         for e in data.evals:  # in the order written: a later row for a step replaces an earlier one
-            if e["split"] == split and e["phase"] in ("before", "during", "after") and isinstance(e.get(key), (int, float)):
-                points[int(e["step"])] = float(e[key])
+            # with eval.subset, earlier evaluations score the first N tasks and the final one all of
+            # them plus its own figure for those N: the curve takes that one, so it follows one set
+            k = f"subset_{key}" if isinstance(e.get(f"subset_{key}"), (int, float)) else key
+            if e["split"] == split and e["phase"] in ("before", "during", "after") and isinstance(e.get(k), (int, float)):
+                points[int(e["step"])] = float(e[k])
         for s, v in points.items():
             by_step[s].append(v)
     steps = sorted(by_step)
