@@ -41,7 +41,7 @@ def test_splits_are_fixed_and_disjoint(env: WarehouseEnv) -> None:
     # nor do two splits share a request text (each on its own stock would still be the same words)
     queries = {s: {t.query for t in env.tasks(s)} for s in ("train", "dev", "test")}
     assert not (queries["train"] & queries["test"]) and not (queries["dev"] & queries["test"]) and not (queries["train"] & queries["dev"])
-    assert len(env.tasks("test")) == 64 and len(env.tasks("dev")) == 48
+    assert len(env.tasks("test")) == 1024 and len(env.tasks("dev")) == 512
 
 
 def test_test_split_needs_what_the_seed_pool_under_covers(env: WarehouseEnv) -> None:
@@ -128,7 +128,7 @@ def test_passes_the_sdk_contract_checker() -> None:
 
 
 def test_a_variation_keeps_the_skill_and_changes_the_values(env: WarehouseEnv) -> None:
-    clear = next(t for t in env.tasks("train") if t.payload["skills"] == ["clear"])
+    clear = next(t for t in env.tasks("train") + env.tasks("dev") + env.tasks("test") if t.payload["skills"] == ["clear"])
     seen_other_values = False
     for seed in range(12):
         steps = vary_actions(env, clear, clear.reference_actions, np.random.default_rng(seed))
@@ -143,7 +143,7 @@ def test_a_variation_keeps_the_skill_and_changes_the_values(env: WarehouseEnv) -
 def test_the_random_explorer_varies_a_signalled_task(env: WarehouseEnv) -> None:
     from coevolve_sdk.types import Signal, Trajectory
 
-    clear = next(t for t in env.tasks("train") if t.payload["skills"] == ["clear"])
+    clear = next(t for t in env.tasks("train") + env.tasks("dev") + env.tasks("test") if t.payload["skills"] == ["clear"])
     teacher = RandomExplorer(RandomExplorer.Options(rounds=3, steps_per_round=3, max_actions=3, variation=1.0))
     sig = Signal(kind="boundary", task_id=clear.id, trajectory_id="t", step=1)
     ctx = teacher.reflect(sig, Trajectory(task_id=clear.id), clear)

@@ -41,6 +41,12 @@ def _action(call: Call) -> str:
     return format_tool_call(call.name, call.args)
 
 
+#: Splits already drawn in this process, by (split, seed_state_share): a run makes many
+#: environments (rollout pool, evolution workers, validation, evaluation) and the splits are
+#: fixed, so each is drawn once. Lists are copied on the way out; the tasks are never changed.
+_SPLITS_MADE: dict[tuple[str, float | None], list[Task]] = {}
+
+
 class WarehouseEnv(ToolEnv):
     """Bins of parts: ``gymnasium.make("coevolve/warehouse-v0")``. Splits: ``train`` (the seed
     pool D_0), ``dev`` (for development) and ``test`` (held out), each from its own seed."""
@@ -56,6 +62,11 @@ class WarehouseEnv(ToolEnv):
     class Options(EnvOptions):
         max_steps: int = Field(6, ge=1, description="Agent messages per episode.")
         train_tasks: int | None = Field(None, ge=1, description="Use only the first N tasks of the train split (default: all 512).")
+        seed_state_share: float = Field(
+            0.1, ge=0, le=1, description="How often a skill of a train-split task (the seed pool D_0) is a state skill "
+            "(clear, move_all, report); every dev and test task needs one. The lower, the less the seed pool teaches what "
+            "the held-out splits ask. Changes the train split only (dev and test are fixed).",
+        )
         tool_docs: Literal["full", "compact", "none"] = Field(  # ToolEnv's option (it applies it), compact here
             "compact", description="full: ToolEnv's whole JSON schema in the prompt; compact: only the arguments' names and "
                                    "types; none: no tool list in the prompt at all (a model trained from scratch learns the "
@@ -113,14 +124,20 @@ class WarehouseEnv(ToolEnv):
         """Every task of ``split``, generated once (train: before any ``train_tasks`` cut)."""
         if split not in world.SPLITS:
             raise ValueError(f"warehouse has the splits {', '.join(world.SPLITS)}, not '{split}'")
+        key = (split, self.options.seed_state_share if split == "train" else None)
+        if split not in self._splits and key in _SPLITS_MADE:
+            self._splits[split] = _SPLITS_MADE[key]
         if split not in self._splits:
             import numpy as np
 
             seed, n, recipe = world.SPLITS[split]
+            if split == "train":
+                recipe = world.seed_recipe(self.options.seed_state_share)
             rng = np.random.default_rng(seed)
-            # test is drawn first and alone, then train without test's requests, then dev without
-            # either's: no split holds a request of another
-            before = {"test": (), "train": ("test",), "dev": ("test", "train")}[split]
+            # test is drawn first and alone, then dev without test's requests, then train without
+            # either's: no split holds a request of another, and dev and test do not depend on the
+            # train split's recipe (seed_state_share)
+            before = {"test": (), "dev": ("test",), "train": ("test", "dev")}[split]
             held_out = {t.query for s in before for t in self._all(s)}
             made: list[Task] = []
             while len(made) < n:
@@ -132,7 +149,7 @@ class WarehouseEnv(ToolEnv):
                     d.query, [_action(c) for c in d.actions], initial=d.initial, id=f"wh-{split}-{i}", split=split,
                     origin="seed" if split == "train" else "benchmark", payload={"skills": [s.name for s in d.skills]},
                 ))
-            self._splits[split] = made
+            self._splits[split] = _SPLITS_MADE[key] = made
         return list(self._splits[split])
 
     # ------------------------------------------------------------ exploration
