@@ -72,6 +72,8 @@ def test_real_model_teacher_stages_complete_and_only_validated_tasks_are_admitte
     # the record in the run folder says the same
     saved = json.loads((tmp_path / "teacher-stages.json").read_text())
     assert saved["stages"] == counts and saved["model"] == "coevolve-hf/smollm2-135m"
+    # what the model said is kept, parsed or not: the first replies of each stage that got one
+    assert len(saved["reply_samples"]["reflect"]) == 1 and len(saved["reply_samples"]["explore"]) >= 1
     assert teacher.spent.calls == sum(c.get("replies", 0) for c in counts.values())
 
     validator = Validator()

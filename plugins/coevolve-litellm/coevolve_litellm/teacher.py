@@ -76,6 +76,8 @@ class LiteLLMTeacher(Teacher):
         #: what the model's replies did at each stage, e.g. ``{"reflect": {"replies": 3, "parsed": 2,
         #: "parse_failures": 1, "empty": 0}, ...}``; also written to ``teacher-stages.json`` in the run folder
         self.stage_counts: dict[str, dict[str, int]] = {}
+        #: the first replies of each stage, cut short: what the model said, also when nothing parsed
+        self.reply_samples: dict[str, list[str]] = {}
 
     # ------------------------------------------------------------------ client and bookkeeping
     @property
@@ -110,6 +112,12 @@ class LiteLLMTeacher(Teacher):
             c = self.stage_counts.setdefault(stage, {})
             c[key] = c.get(key, 0) + n
 
+    def _sample(self, stage: str, reply: str, keep: int = 3) -> None:
+        with self._lock:
+            got = self.reply_samples.setdefault(stage, [])
+            if len(got) < keep:
+                got.append(clip(reply, 600))
+
     def _save_counts(self) -> None:
         """``teacher-stages.json`` in the run folder: the stage counts so far (written whole, atomically)."""
         run_dir = getattr(self.context, "run_dir", None)
@@ -119,7 +127,8 @@ class LiteLLMTeacher(Teacher):
             from pathlib import Path
 
             with self._lock:
-                text = json.dumps({"teacher": self.name, "model": self.options.model, "stages": self.stage_counts}, indent=1, sort_keys=True)
+                text = json.dumps({"teacher": self.name, "model": self.options.model, "stages": self.stage_counts,
+                                   "reply_samples": self.reply_samples}, indent=1, sort_keys=True, ensure_ascii=False)
             path = Path(run_dir) / "teacher-stages.json"
             tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
             tmp.write_text(text, encoding="utf-8")
@@ -204,6 +213,7 @@ class LiteLLMTeacher(Teacher):
         try:
             reply = self.complete("reflect", self._reflect_messages(signal, trajectory, task))
             self._count("reflect", "replies")
+            self._sample("reflect", reply)
             ctx = self._context_from_reply(signal, trajectory, reply)
             self._count("reflect", "parsed")
             if not ctx.summary.strip() and not ctx.exploration_objectives and not ctx.failure_cause:
@@ -277,6 +287,7 @@ class LiteLLMTeacher(Teacher):
                 try:
                     reply = self.complete("explore", messages)
                     self._count("explore", "replies")
+                    self._sample("explore", reply)
                     action = extract_action(reply)
                 except BudgetExhausted:
                     raise
@@ -374,6 +385,7 @@ class LiteLLMTeacher(Teacher):
         try:
             raw = self.complete("abstract", messages)
             self._count("abstract", "replies")
+            self._sample("abstract", raw)
             replies = self._candidates_from_reply(raw)
         except BudgetExhausted:
             raise
