@@ -28,13 +28,47 @@ from coevolve_sdk.types import RolloutGroup, Task
 
 from .packing import Example, micro_batches, sample_batches
 
-__all__ = ["GRPO", "GRPOOptions", "WarmStartOptions"]
+__all__ = ["GRPO", "GRPOOptions", "WarmStartOptions", "AutoWarmStart"]
+
+
+#: The automatic warm start's stopping rule, part of its cache key (change it when the rule changes).
+AUTO_MEASURE = "held-aside-turns-v1"
+
+
+class AutoWarmStart(BaseModel):
+    """When an automatic warm start stops.
+
+    A new world gives no hint of how long behaviour cloning should run: too short and RL never
+    sees a success, too long and the model memorises the seed pool (it then reproduces the seed
+    tasks and little else, and its samples are too alike for GRPO to compare). ``steps: auto``
+    holds a slice of the seed conversations aside and, every ``check_every`` steps, counts the
+    share of their agent turns whose every token is the model's greedy choice given the
+    conversation so far (teacher-forced exact match): a conversation all of whose turns pass is
+    one a greedy rollout would solve by repeating the reference, and the turn share moves before
+    whole conversations do. All of it costs one forward pass. Training stops once the share is
+    above zero and has not risen for ``patience`` checks (or at ``max_steps``); the held-aside
+    slice then measures the generalisation the warm start reached, and the weights of the best
+    check are kept.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    holdout: float = Field(0.15, gt=0, lt=1, description="Share of the seed conversations held aside to measure (never trained on "
+                                                           "during the warm start; RL still uses their tasks).")
+    check_every: int = Field(50, ge=1, description="Optimiser steps between two measurements.")
+    patience: int = Field(4, ge=1, description="Stop after this many measurements without a new best.")
+    min_steps: int = Field(100, ge=0, description="Never stop before this many steps.")
+    max_steps: int = Field(3000, ge=1, description="Stop here at the latest.")
 
 
 class WarmStartOptions(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    steps: int = Field(100, ge=0, description="Optimiser steps of supervised fine-tuning on reference actions (0 = skip).")
+    steps: int | Literal["auto"] = Field(
+        100, description="Optimiser steps of supervised fine-tuning on reference actions (0 = skip), or 'auto': train "
+        "until the share of held-aside seed conversations the model reproduces exactly stops rising (see 'auto').",
+    )
+    auto: AutoWarmStart = Field(default_factory=AutoWarmStart, description="How steps: auto decides when to stop.")
     lr: float = Field(1e-5, gt=0, description="Learning rate (AdamW, constant). The tiny CPU demo uses about 3e-3.")
     batch_size: int = Field(8, ge=1, description="Conversations per optimiser step (over all processes).")
     max_grad_norm: float | None = Field(1.0, gt=0)
@@ -637,7 +671,10 @@ class GRPO(Algorithm):
             from .warm_cache import cache_lock, load_entry, save_entry, warm_start_key
 
             root = Path(ws.cache)
-            key = warm_start_key(module, examples, ws.model_dump(exclude={"cache"}), self.context.seed)
+            settings = ws.model_dump(exclude={"cache"})
+            if ws.steps == "auto":
+                settings["auto_measure"] = AUTO_MEASURE  # the stopping rule is code: a new rule is a new entry
+            key = warm_start_key(module, examples, settings, self.context.seed)
             with cache_lock(root, key):
                 cached = load_entry(root, key, module)
                 if cached is None:
@@ -652,7 +689,13 @@ class GRPO(Algorithm):
     def _warm_start_steps(self, module: Any, examples: list[Example]) -> dict[str, float]:
         import torch
 
-        ws = self.options.warm_start  # type: ignore[attr-defined]
+        ws: WarmStartOptions = self.options.warm_start  # type: ignore[attr-defined]
+        auto = ws.steps == "auto"
+        held: list[Example] = []
+        train = examples
+        if auto:
+            train, held = _hold_aside(examples, ws.auto.holdout, self.context.seed)
+        total = ws.auto.max_steps if auto else int(ws.steps)
         params = [p for p in module.parameters() if p.requires_grad]
         opt = torch.optim.AdamW(params, lr=ws.lr, weight_decay=0.0)
         losses: list[float] = []
@@ -660,10 +703,12 @@ class GRPO(Algorithm):
         module.train()
         tokens = 0.0
         processed = 0.0
-        for step_i, idx in enumerate(sample_batches(len(examples), ws.steps, ws.batch_size, self.context.seed + 17)):
+        best, best_step, best_conv, best_state, since_best, done = -1.0, 0, 0.0, None, 0, 0
+        checks: list[float] = []
+        for step_i, idx in enumerate(sample_batches(len(train), total, ws.batch_size, self.context.seed + 17)):
             if self.is_main_process:
-                self.context.progress("warm start", step_i, ws.steps)
-            loss, n_tok, n_in = self.sft_backward(module, [examples[i] for i in idx])
+                self.context.progress("warm start", step_i, total)
+            loss, n_tok, n_in = self.sft_backward(module, [train[i] for i in idx])
             if ws.max_grad_norm is not None:
                 torch.nn.utils.clip_grad_norm_(params, ws.max_grad_norm)
             opt.step()
@@ -671,15 +716,33 @@ class GRPO(Algorithm):
             losses.append(loss)
             tokens += n_tok
             processed += n_in
+            done = step_i + 1
+            if auto and (done % ws.auto.check_every == 0 or done == total):
+                conv_share, share = self.reproduced(module, held)
+                checks.append(share)
+                module.train()
+                if share > best:
+                    best, best_step, best_conv, since_best = share, done, conv_share, 0
+                    best_state = {k: v.detach().clone() for k, v in module.state_dict().items()}
+                else:
+                    since_best += 1
+                if self.is_main_process:
+                    self.context.log(f"warm start: step {done}, held-aside turns reproduced {share:.3f}, whole conversations "
+                                     f"{conv_share:.3f} (best turns {best:.3f} at step {best_step})")
+                # a share still at zero is no plateau: the model has not reached the level where it is measured
+                if done >= ws.auto.min_steps and best > 0 and (since_best >= ws.auto.patience or share >= 1.0):
+                    break
+        if auto and best_state is not None and best_step != done:
+            module.load_state_dict(best_state)
         if self.is_main_process:
-            self.context.progress("warm start", ws.steps, ws.steps)
+            self.context.progress("warm start", total, total)
         self._after_warm_start()
         elapsed = time.perf_counter() - t0
         head = losses[: max(1, len(losses) // 10)]
         tail = losses[-max(1, len(losses) // 10) :]
-        return {
-            "warm_start_steps": float(ws.steps),
-            "warm_start_examples": float(len(examples)),
+        out = {
+            "warm_start_steps": float(best_step if auto else done),
+            "warm_start_examples": float(len(train)),
             "warm_start_loss_first": sum(head) / len(head),
             "warm_start_loss_last": sum(tail) / len(tail),
             "warm_start_tokens": tokens,
@@ -687,6 +750,59 @@ class GRPO(Algorithm):
             "warm_start_seconds": elapsed,
             "warm_start_tokens_per_s": processed / elapsed if elapsed > 0 else 0.0,
         }
+        if auto:
+            out |= {"warm_start_steps_run": float(done), "warm_start_held_aside": float(len(held)),
+                    "warm_start_held_aside_turns": best, "warm_start_held_aside_match": best_conv,
+                    "warm_start_checks": float(len(checks))}
+        return out
+
+    def exact_match(self, module: Any, examples: list[Example]) -> float:
+        """The share of ``examples`` whose every agent token is the model's most likely token
+        given the conversation before it (teacher forcing). For a conversation replayed from
+        reference actions this is whether a greedy rollout would repeat the reference: the
+        observations between the agent's turns are the same as long as its actions are."""
+        return self.reproduced(module, examples)[0]
+
+    def reproduced(self, module: Any, examples: list[Example]) -> tuple[float, float]:
+        """(share of conversations, share of agent turns) that greedy decoding reproduces
+        exactly under teacher forcing. The turn share moves before whole conversations do, so
+        the automatic warm start watches it; the conversation share is what it reports."""
+        import torch
+
+        if not examples:
+            return 0.0, 0.0
+        module.eval()
+        dev = self.accelerator.device
+        pad = self.policy.pad_token_id
+        convs = turns = turns_ok = 0
+        with torch.no_grad():
+            for mb in micro_batches(examples, "buckets", self.options.warm_start.micro_batch_tokens):  # type: ignore[attr-defined]
+                width = max(len(r) for r in mb.ids)
+                ids = torch.full((len(mb.ids), width), pad, dtype=torch.long)
+                for r, row in enumerate(mb.ids):
+                    ids[r, : len(row)] = torch.tensor(row, dtype=torch.long)
+                ids = ids.to(dev)
+                with self.accelerator.autocast():
+                    logits = module(input_ids=ids, use_cache=False).logits
+                guess = logits[:, :-1, :].argmax(-1).cpu()
+                for r, (row, m) in enumerate(zip(mb.ids, mb.mask)):
+                    ok = (guess[r, : len(row) - 1] == torch.tensor(row[1:], dtype=torch.long)).tolist()
+                    all_ok = True
+                    t = 1
+                    while t < len(row):  # agent turns: the runs of 1s in the mask (position 0 has no prediction)
+                        if not m[t]:
+                            t += 1
+                            continue
+                        u = t
+                        while u < len(row) and m[u]:
+                            u += 1
+                        hit = all(ok[t - 1 : u - 1])
+                        turns += 1
+                        turns_ok += int(hit)
+                        all_ok &= hit
+                        t = u
+                    convs += int(all_ok)
+        return convs / len(examples), turns_ok / max(turns, 1)
 
     def _after_warm_start(self) -> None:
         ws = self.options.warm_start  # type: ignore[attr-defined]
@@ -921,3 +1037,16 @@ def _accepts_logits_to_keep(model: Any) -> bool:
         return "logits_to_keep" in inspect.signature(model.forward).parameters
     except (TypeError, ValueError):
         return False
+
+
+def _hold_aside(examples: list[Example], share: float, seed: int) -> tuple[list[Example], list[Example]]:
+    """Split the warm start's conversations into (trained on, held aside), by a draw that
+    follows the run's seed. At least one conversation on each side when there are two or more."""
+    import random
+
+    order = list(range(len(examples)))
+    random.Random(seed * 1_000_003 + 29).shuffle(order)
+    n_held = min(max(1, round(share * len(examples))), len(examples) - 1) if len(examples) > 1 else 0
+    held = sorted(order[:n_held])
+    keep = sorted(order[n_held:])
+    return [examples[i] for i in keep] or list(examples), [examples[i] for i in held]
