@@ -15,7 +15,9 @@ import pytest
 
 from coevolve_appworld.code import fence
 
-pytestmark = pytest.mark.slow
+# One worker runs these (make test runs pytest-xdist): they share AppWorld's runtime, which the
+# first session builds for about a minute, and a second worker would only wait for its lock.
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("appworld-runtime")]
 
 PLAYLIST_TASK = "appworld-c0e0a01_1"
 LOGIN = (
