@@ -274,7 +274,7 @@ class AgentEnv(Component, gym.Env[str, str], ABC):
             _, _, _, _, info = self.step(a)
             if info.get("error"):
                 errors.append(str(info["error"]))
-        sc = self.grade()
+        sc = self._checked_score()
         return ReplayResult(score=sc, success=sc >= self.success_threshold, steps=list(self.steps), errors=errors)
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
@@ -330,14 +330,15 @@ class AgentEnv(Component, gym.Env[str, str], ABC):
         reward = 0.0
         if terminated or truncated:
             self.done = True
-            reward = self.grade()
+            reward = self._checked_score()
         self.steps.append(Step(action=action, observation=obs, reward=reward, info={k: v for k, v in info.items() if k != "messages"}))
         return obs, reward, terminated, truncated, info
 
-    def grade(self) -> float:
+    def _checked_score(self) -> float:
         """``score()`` as a float, with a grader that raises reported as the grader's bug.
 
-        ``step``, ``replay`` and the rollout grade through this method. An exception from
+        ``step``, ``replay`` and the rollout grade through this method (private: environments
+        have methods of their own named ``grade``, BFCL's for one). An exception from
         ``score()`` (or from one check of a rubric) becomes a :class:`GraderError` naming the
         environment, the rubric check, the task and the lines of the user's code; the original
         exception is its ``__cause__``."""

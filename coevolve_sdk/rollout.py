@@ -196,7 +196,7 @@ def _roll_out(
             ep.ids.extend(follow)
             ep.mask.extend([0] * len(follow))
             ep.logprobs.extend([0.0] * len(follow))
-    scores = runner.map(lambda ep: ep.env.grade(), episodes)
+    scores = runner.map(lambda ep: ep.env._checked_score(), episodes)
     elapsed = time.perf_counter() - t0
 
     groups: list[RolloutGroup] = []
