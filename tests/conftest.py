@@ -182,7 +182,16 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):  #
     t0 = time.perf_counter()
     yield
     own2, kids2 = _cpu_seconds()
-    record = {"id": item.nodeid, "cpu": round(own2 - own + kids2 - kids, 2),
+    record = {"id": item.nodeid, "outcome": getattr(item, "_coevolve_outcome", "passed"), "cpu": round(own2 - own + kids2 - kids, 2),
               "children": round(kids2 - kids, 2), "wall": round(time.perf_counter() - t0, 2)}
     with open(_TIMES, "a") as f:
         f.write(json.dumps(record) + "\n")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):  # type: ignore[no-untyped-def]
+    report = (yield).get_result()
+    if _TIMES and (report.failed or report.skipped):  # the worst phase's outcome, for the timing record
+        if getattr(item, "_coevolve_outcome", "passed") != "failed":
+            item._coevolve_outcome = report.outcome  # type: ignore[attr-defined]
+
