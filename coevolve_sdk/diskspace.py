@@ -42,7 +42,7 @@ _ERRNOS = {errno.ENOSPC: "no space left on device", errno.EDQUOT: "disk quota ex
 _TEXTS = {
     "no space left on device": errno.ENOSPC, "os error 28": errno.ENOSPC, "database or disk is full": errno.ENOSPC,
     "disk quota exceeded": errno.EDQUOT, "os error 122": errno.EDQUOT,
-    "read-only file system": errno.EROFS, "os error 30": errno.EROFS, "attempt to write a readonly database": errno.EROFS,
+    "read-only file system": errno.EROFS, "os error 30": errno.EROFS,
 }
 _SQLITE_FULL, _SQLITE_READONLY = 13, 8
 #: below this much free space an error that names no cause ("file write failed") is taken for a full disk
@@ -58,6 +58,16 @@ def free_bytes(path: str | Path) -> int | None:
         return shutil.disk_usage(p).free
     except OSError:
         return None
+
+
+def _read_only_fs(path: str | Path) -> bool:
+    p = Path(path).absolute()
+    while not p.exists() and p != p.parent:
+        p = p.parent
+    try:
+        return bool(os.statvfs(p).f_flag & os.ST_RDONLY)
+    except OSError:
+        return False
 
 
 def human(n: float | None) -> str:
@@ -95,7 +105,9 @@ def disk_full_cause(e: BaseException, where: str | Path | None = None) -> int | 
             code = getattr(x, "sqlite_errorcode", None)
             if code is not None and code & 0xFF == _SQLITE_FULL:
                 return errno.ENOSPC
-            if code is not None and code & 0xFF == _SQLITE_READONLY and "readonly database" in str(x):
+            # SQLite says "readonly database" also for a store opened read-only on purpose: only a
+            # filesystem that really is read-only counts
+            if code is not None and code & 0xFF == _SQLITE_READONLY and where is not None and _read_only_fs(where):
                 return errno.EROFS
         text = str(x).lower()
         for needle, code in _TEXTS.items():

@@ -187,13 +187,13 @@ class RunStore:
                 self._db.commit()
             except BaseException as e:
                 self._db.rollback()
-                if isinstance(e, sqlite3.Error) and disk_full_cause(e) is not None:
+                if isinstance(e, sqlite3.Error) and not self.read_only and disk_full_cause(e, self.path) is not None:
                     raise self._full(e) from e
                 raise
 
     def _full(self, e: BaseException) -> DiskFull:
         """A write the disk had no room for: the transaction is rolled back, the file is intact."""
-        return DiskFull("the run's store", self.path, disk_full_cause(e) or errno.ENOSPC, f"{type(e).__name__}: {e}")
+        return DiskFull("the run's store", self.path, disk_full_cause(e, self.path) or errno.ENOSPC, f"{type(e).__name__}: {e}")
 
     def _query(self, sql: str, args: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
         with self._lock:
