@@ -24,3 +24,13 @@ def test_environment_plugin_tutorial_runs(tmp_path: Path) -> None:
     out = run_page(DOCS / "tutorials" / "environment-plugin.md", tmp_path)
     assert any("library" in o for o in out) and any("All contracts hold." in o for o in out)
     assert (tmp_path / "runs" / "library" / "report.html").exists()
+    # the documented settings make a new world learn: held-out success above zero at the end
+    import json
+    import sqlite3
+
+    con = sqlite3.connect(tmp_path / "runs" / "library" / "run.sqlite")
+    try:
+        after = [json.loads(d) for (d,) in con.execute("SELECT data FROM evals WHERE phase = 'after'")]
+    finally:
+        con.close()
+    assert after and after[-1]["tasks"] == 40 and after[-1]["success_rate"] > 0, after

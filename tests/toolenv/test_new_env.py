@@ -52,3 +52,13 @@ def test_new_env_installs_passes_its_test_and_trains(tmp_path: Path) -> None:
     summary = sh("coevolve run demo-tiny.yaml --quiet --set training.steps=3", cwd=tmp_path / "coevolve-demo")
     assert '"steps": 3' in summary
     assert (tmp_path / "coevolve-demo" / "runs" / "demo-tiny" / "report.html").exists()
+    # the scaffold's own settings make its world learn: held-out success above zero
+    import json
+    import sqlite3
+
+    con = sqlite3.connect(tmp_path / "coevolve-demo" / "runs" / "demo-tiny" / "run.sqlite")
+    try:
+        after = [json.loads(d) for (d,) in con.execute("SELECT data FROM evals WHERE phase = 'after'")]
+    finally:
+        con.close()
+    assert after and after[-1]["success_rate"] > 0, after
