@@ -418,9 +418,6 @@ def experiment_run(
     except KeyboardInterrupt:  # while loading or summarising: no run is running then
         err_console.print("Interrupted. Run the same command again to continue.", markup=False)
         raise typer.Exit(130) from None
-    except KeyboardInterrupt:  # while loading or summarising: no run is running then
-        err_console.print("Interrupted. Run the same command again to continue.", markup=False)
-        raise typer.Exit(130) from None
     _print_experiment(summary, info, exp.out)
     for label, why in result.failed:
         err_console.print(f"run {label} failed: {why}", markup=False)
