@@ -7,25 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from coevolve_sdk.config import Component, RunConfig
-from coevolve_sdk.pool import TaskPool
-from coevolve_sdk.scheduler import EvolutionScheduler
-from coevolve_sdk.store import RunStore
-from coevolve_sdk.teacher import RandomExplorer
-from coevolve_warehouse.env import WarehouseEnv
+from .scheduler_kit import random_scheduler
 
 
 def _rounds_started(tmp_path: Path, mode: str, lag: int, steps: int, every: int) -> list[int]:
-    cfg = RunConfig(run_dir=str(tmp_path), environment=Component(name="warehouse"), policy=Component(name="tiny"),
-                    algorithm=Component(name="grpo"), training={"steps": steps},  # type: ignore[arg-type]
-                    evolution={"every": every, "mode": mode, "async_lag": lag, "guidance": "random", "random_starts": 1,
-                               "workers": 1})  # type: ignore[arg-type]
-    store = RunStore(tmp_path / f"{mode}-{lag}.sqlite")
-    pool = TaskPool(store)
-    pool.admit([t.model_copy(update={"origin": "seed"}) for t in WarehouseEnv().tasks("train")[:4]], step=0)
-    teacher = RandomExplorer(RandomExplorer.Options(rounds=1, steps_per_round=3, max_actions=3, max_candidates=1))
-    sched = EvolutionScheduler.for_run(cfg, teacher, WarehouseEnv, store, pool, [], log=lambda m: None,
-                                       on_admitted=lambda s, t: None, on_proposed=lambda s, c: None)
+    sched, store = random_scheduler(tmp_path / f"{mode}-{lag}.sqlite", steps=steps, seed_tasks=4, every=every, mode=mode,
+                                    async_lag=lag, random_starts=1)
     for step in range(1, steps + 1):
         sched.poll(step)
         sched.offer([], [], step)

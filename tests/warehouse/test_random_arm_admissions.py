@@ -6,25 +6,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from coevolve_sdk.config import Component, RunConfig
-from coevolve_sdk.pool import TaskPool
-from coevolve_sdk.scheduler import EvolutionScheduler
-from coevolve_sdk.store import RunStore
-from coevolve_sdk.teacher import RandomExplorer
-from coevolve_warehouse.env import WarehouseEnv
+from .scheduler_kit import random_scheduler
 
 
 def _round(tmp_path: Path, name: str, **evolution: object) -> dict:
-    cfg = RunConfig(run_dir=str(tmp_path), environment=Component(name="warehouse"), policy=Component(name="tiny"),
-                    algorithm=Component(name="grpo"), training={"steps": 10},  # type: ignore[arg-type]
-                    evolution={"every": 5, "guidance": "random", "random_starts": 2, "workers": 1, **evolution})  # type: ignore[arg-type]
-    store = RunStore(tmp_path / f"{name}.sqlite")
-    pool = TaskPool(store)
-    pool.admit([t.model_copy(update={"origin": "seed"}) for t in WarehouseEnv().tasks("train")[:40]], step=0)
     # one candidate per start at most: two starts cannot reach a cap of 6
-    teacher = RandomExplorer(RandomExplorer.Options(rounds=1, steps_per_round=3, max_actions=3, max_candidates=1))
-    sched = EvolutionScheduler.for_run(cfg, teacher, WarehouseEnv, store, pool, [], log=lambda m: None,
-                                       on_admitted=lambda s, t: None, on_proposed=lambda s, c: None)
+    sched, store = random_scheduler(tmp_path / f"{name}.sqlite", steps=10, seed_tasks=40, every=5, random_starts=2, **evolution)
     sched.offer([], [], 5)
     sched.poll(5)
     (rd,) = store.rounds()

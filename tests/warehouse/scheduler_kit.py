@@ -1,0 +1,27 @@
+"""A warehouse evolution scheduler for tests that drive rounds by hand: random guidance, one
+worker, a RandomExplorer making at most one candidate per start, seed tasks from the train split."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from coevolve_sdk.config import Component, RunConfig
+from coevolve_sdk.pool import TaskPool
+from coevolve_sdk.scheduler import EvolutionScheduler
+from coevolve_sdk.store import RunStore
+from coevolve_sdk.teacher import RandomExplorer
+from coevolve_warehouse.env import WarehouseEnv
+
+
+def random_scheduler(db: Path, *, steps: int, seed_tasks: int, **evolution: Any) -> tuple[EvolutionScheduler, RunStore]:
+    cfg = RunConfig(run_dir=str(db.parent), environment=Component(name="warehouse"), policy=Component(name="tiny"),
+                    algorithm=Component(name="grpo"), training={"steps": steps},  # type: ignore[arg-type]
+                    evolution={"guidance": "random", "workers": 1, **evolution})  # type: ignore[arg-type]
+    store = RunStore(db)
+    pool = TaskPool(store)
+    pool.admit([t.model_copy(update={"origin": "seed"}) for t in WarehouseEnv().tasks("train")[:seed_tasks]], step=0)
+    teacher = RandomExplorer(RandomExplorer.Options(rounds=1, steps_per_round=3, max_actions=3, max_candidates=1))
+    sched = EvolutionScheduler.for_run(cfg, teacher, WarehouseEnv, store, pool, [], log=lambda m: None,
+                                       on_admitted=lambda s, t: None, on_proposed=lambda s, c: None)
+    return sched, store
