@@ -336,7 +336,7 @@ def test_hooks_see_a_read_only_view_also_from_worker_threads(tmp_path: Path, sub
 
 
 def test_a_round_skipped_for_lack_of_signals_is_said_loudly(tmp_path: Path, sub_env: dict[str, str]) -> None:
-    cfg = write_config(tmp_path, **{"training.steps": 2, "detectors": []})
+    cfg = write_config(tmp_path, **{"training.steps": 3, "detectors": []})  # a round at the last step would not start at all
     run = tmp_path / "run"
     out = cli(["run", str(cfg)], sub_env)
     assert out.returncode == 0, out.stderr[-3000:]

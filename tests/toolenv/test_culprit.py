@@ -125,6 +125,7 @@ def test_a_run_on_an_environment_whose_tasks_are_dicts_says_so(tmp_path: Path) -
     r = subprocess.run([sys.executable, "-m", "coevolve_sdk", "run", str(cfg), "--quiet"], cwd=repo, env=env,
                        capture_output=True, text=True, timeout=600)
     assert r.returncode == 2, r.stdout[-2000:] + r.stderr[-3000:]
-    assert r.stderr.startswith("Error: environment 'dict-kv' (tests.toolenv.broken_envs.NamedDictTasks) failed in tasks('train'): "
+    # the run reads the evaluation split first (its requests are kept out of the pool), so 'test' is named
+    assert r.stderr.startswith("Error: environment 'dict-kv' (tests.toolenv.broken_envs.NamedDictTasks) failed in tasks('test'): "
                                "item 0 of the list it returned is a dict, not a coevolve_sdk.Task"), r.stderr[-3000:]
     assert "Traceback" not in r.stderr and "context.policy" not in r.stderr
