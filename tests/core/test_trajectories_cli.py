@@ -7,6 +7,7 @@ import hashlib
 import json
 import shutil
 import sqlite3
+import zlib
 import subprocess
 from pathlib import Path
 
@@ -50,7 +51,7 @@ def stored(run: Path, sql: str) -> list[tuple]:
 
 def test_prints_request_calls_results_and_reward_of_the_stored_episode(run_dir: Path) -> None:
     tid, step, data = stored(run_dir, "SELECT task_id, step, data FROM trajectories WHERE phase='train' ORDER BY step DESC, rowid DESC LIMIT 1")[0]
-    traj = json.loads(data)
+    traj = json.loads(zlib.decompress(data) if isinstance(data, bytes) else data)  # compressed by default
     out = cli(str(run_dir), "--phase", "train", "--limit", "1")
     assert out.returncode == 0, out.stderr
     text = out.stdout
