@@ -93,7 +93,13 @@ def test_interrupted_and_killed_experiment_resumes_and_summarises(tmp_path: Path
     # 2. start again and SIGKILL the runner while runs are in flight: they must not outlive it
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=sub_env)
     wait_for(lambda: len(children_of(out)) > 0 or proc.poll() is not None, 120, "a run to start")
-    time.sleep(2.0)
+
+    def started(label: str) -> bool:  # the run itself is under way (it logged past its header), not still starting Python
+        log = out / "runs" / label / "run.log"
+        return log.exists() and len(log.read_text().rsplit("=== coevolve experiment", 1)[-1].strip().splitlines()) > 1
+
+    wait_for(lambda: bool(children_of(out)) and all(started(lb) for lb in children_of(out).values()) or proc.poll() is not None,
+             120, "the runs in flight to get under way")
     in_flight = set(children_of(out).values())
     proc.send_signal(signal.SIGKILL)
     text2, _ = proc.communicate(timeout=60)
