@@ -67,7 +67,7 @@ def main() -> int:
     from coevolve_appworld.env import AppWorldEnv
     from coevolve_appworld.runtime import AppWorldRuntimeError, load_runtime, setup_runtime
     from coevolve_appworld.testing import ScriptPolicy
-    from coevolve_sdk.rollout import EnvPool, RolloutSettings, collect_groups
+    from coevolve_sdk import EnvPool, RolloutConfig, collect_groups
 
     home = _home(args.home)
     try:
@@ -95,7 +95,7 @@ def main() -> int:
 
     def rollout(n: int) -> tuple[float, list]:
         t0 = time.perf_counter()
-        groups = collect_groups(policy, envs, tasks, RolloutSettings(group_size=args.group, env_workers=n), step=0)
+        groups = collect_groups(policy, envs, tasks, RolloutConfig(group_size=args.group, env_workers=n), step=0)
         return time.perf_counter() - t0, groups
 
     t0 = time.perf_counter()

@@ -20,10 +20,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from coevolve_sdk.config import RunConfig  # noqa: E402
-from coevolve_sdk.hooks import hookimpl  # noqa: E402
-from coevolve_sdk.loop import CoEvolveLoop  # noqa: E402
-from coevolve_sdk.registry import Registry  # noqa: E402
-from coevolve_sdk.teacher import RandomExplorer  # noqa: E402
+from coevolve_sdk.components.hooks import hookimpl  # noqa: E402
+from coevolve_sdk.run.loop import CoEvolveLoop  # noqa: E402
+from coevolve_sdk.components.registry import Registry  # noqa: E402
+from coevolve_sdk.evolution.teacher import RandomExplorer  # noqa: E402
 
 DELAY = 2.0
 

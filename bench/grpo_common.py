@@ -14,7 +14,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 def tiny_setup(hidden: int = 64, seed: int = 0) -> tuple[Any, Any, Any]:
     """(context, policy, environment) with the tokenizer trained on the pick-tool env."""
-    from coevolve_sdk.context import RunContext
+    from coevolve_sdk.components.context import RunContext
     from coevolve_grpo.policies import TinyPolicy
     from coevolve_grpo.testing import PickToolEnv
 

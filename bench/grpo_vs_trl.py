@@ -41,7 +41,7 @@ def main() -> None:
     import torch
 
     torch.set_num_threads(args.threads)
-    from coevolve_sdk.rollout import EnvPool, RolloutSettings, collect_groups
+    from coevolve_sdk import EnvPool, RolloutConfig, collect_groups
     from coevolve_grpo.algorithm import GRPO, GRPOOptions
     from coevolve_grpo.testing import PickToolEnv
 
@@ -59,7 +59,7 @@ def main() -> None:
     # ---------------------------------------------------------------- this plugin
     alg = GRPO(GRPOOptions(lr=1e-6, beta=0.0, micro_batch_size=n_seq, cpu=not torch.cuda.is_available()), ctx)
     pool = EnvPool(lambda: PickToolEnv())
-    settings = RolloutSettings(group_size=args.group, max_new_tokens=args.tokens, temperature=0.9)
+    settings = RolloutConfig(group_size=args.group, max_new_tokens=args.tokens, temperature=0.9)
     gen_tokens: list[int] = []
     state = {"i": 0}
 

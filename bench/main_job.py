@@ -38,10 +38,10 @@ _METRIC_PHASES = {"time/seed_pool": "seed pool", "time/warm_start": "warm start"
 # evaluation: the seconds each evaluation row records (before, during, after); time/eval would count 'during' twice
 # What the profile adds: (phase, file suffix, function, caller file suffix or None = any caller)
 _PROFILE_PHASES = [
-    ("checkpoint", "coevolve_sdk/loop.py", "_checkpoint", None),
-    ("store", "coevolve_sdk/store.py", "*", "coevolve_sdk/loop.py"),
-    ("store", "coevolve_sdk/store.py", "*", "coevolve_sdk/seeds.py"),
-    ("store", "coevolve_sdk/store.py", "*", "coevolve_sdk/scheduler.py"),
+    ("checkpoint", "coevolve_sdk/run/loop.py", "_checkpoint", None),
+    ("store", "coevolve_sdk/storage/store.py", "*", "coevolve_sdk/run/loop.py"),
+    ("store", "coevolve_sdk/storage/store.py", "*", "coevolve_sdk/evolution/seed_pool.py"),
+    ("store", "coevolve_sdk/storage/store.py", "*", "coevolve_sdk/evolution/scheduler.py"),
 ]
 _MODEL_CODE = ("torch", "transformers", "tokenizers", "safetensors")  # labels of the model's own work in a profile
 
@@ -53,7 +53,7 @@ def _profile_phases(path: Path) -> tuple[dict[str, float], float, list[tuple[flo
     out: dict[str, float] = {}
     loop_run = 0.0
     for (file, _, name), (_, _, _, ct, callers) in stats.items():
-        if file.endswith("coevolve_sdk/loop.py") and name == "run":
+        if file.endswith("coevolve_sdk/run/loop.py") and name == "run":
             loop_run = max(loop_run, ct)
         for phase, suffix, fn, caller in _PROFILE_PHASES:
             if not file.endswith(suffix) or (fn != "*" and name != fn):

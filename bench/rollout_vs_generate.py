@@ -1,7 +1,7 @@
 """Tokens per second of the core rollout loop with the tiny policy vs a raw ``model.generate``.
 
 Same model, same prompts (the pick-tool opening, rendered by the chat template), same batch and
-the same number of new tokens. The rollout side is the whole ``coevolve_sdk.rollout.collect_groups``
+the same number of new tokens. The rollout side is the whole ``coevolve_sdk.training.rollout.collect_groups``
 (environment reset and step, prompt rendering, logprob bookkeeping, Trajectory records); the raw
 side is ``model.generate(do_sample=True)`` on pre-tokenised, left-padded prompts. An untrained
 model rarely emits the end-of-turn token, so both run to the length limit; tokens/s counts the
@@ -36,14 +36,14 @@ def main() -> None:
     import torch
 
     torch.set_num_threads(args.threads)
-    from coevolve_sdk.rollout import EnvPool, RolloutSettings, collect_groups
+    from coevolve_sdk import EnvPool, RolloutConfig, collect_groups
     from coevolve_grpo.testing import PickToolEnv
 
     ctx, policy, env = tiny_setup(args.hidden)
     model = policy.model
     task = env.target_task()
     pool = EnvPool(lambda: PickToolEnv())
-    settings = RolloutSettings(group_size=args.episodes, max_new_tokens=args.tokens, temperature=0.9)
+    settings = RolloutConfig(group_size=args.episodes, max_new_tokens=args.tokens, temperature=0.9)
     _, info = env.reset(options={"task": task})
     prompt = policy.encode_prompt(info["messages"], info["tools"])
     batch = {

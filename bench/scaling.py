@@ -61,14 +61,14 @@ def bench_step(scales: list[int], group: int, repeat: int) -> tuple[list[Figure]
 
     from coevolve_grpo.algorithm import GRPO, GRPOOptions
     from coevolve_grpo.testing import PickToolEnv
-    from coevolve_sdk.rollout import EnvPool, RolloutSettings, collect_groups
+    from coevolve_sdk import EnvPool, RolloutConfig, collect_groups
     from grpo_common import tiny_setup
 
     torch.set_num_threads(1)
     ctx, policy, env = tiny_setup(64)
     alg = GRPO(GRPOOptions(lr=1e-6, beta=0.0, micro_batch_size=16, cpu=True), ctx)
     pool = EnvPool(lambda: PickToolEnv(max_steps=2))
-    settings = RolloutSettings(group_size=group, max_new_tokens=24, temperature=0.9)
+    settings = RolloutConfig(group_size=group, max_new_tokens=24, temperature=0.9)
     task = env.target_task()
     times: dict[int, list[float]] = {s: [] for s in scales}
     tokens: dict[int, list[int]] = {s: [] for s in scales}
@@ -119,7 +119,7 @@ class _ReplayPolicy:
         return [1]
 
     def generate(self, prompts: list[list[int]], *, max_new_tokens: int, temperature: float = 1.0, greedy: bool = False) -> list[Any]:
-        from coevolve_sdk.policy import Generation
+        from coevolve_sdk.training.policy import Generation
 
         out = []
         for ids in prompts:
@@ -136,7 +136,7 @@ def _db_bytes(path: Path) -> int:
 def _store_bytes(trajs: list[Any], repeat_steps: int, pruned: bool = False, **store_kw: Any) -> tuple[float, float]:
     """(bytes per trajectory on disk, seconds per record_step of 256) writing ``trajs`` as steps;
     ``pruned``: what a trajectory costs once store.keep_trajectory_steps has dropped its turns."""
-    from coevolve_sdk.store import RunStore
+    from coevolve_sdk.storage.store import RunStore
 
     with tempfile.TemporaryDirectory() as d:
         path = Path(d) / "run.sqlite"
@@ -211,14 +211,14 @@ def _per_1000(row: dict[str, Any], key: str) -> float:
 
 def bench_store(n_tasks: int, repeat_steps: int) -> tuple[list[Figure], dict[str, Any]]:
     from coevolve_bfcl.env import BFCLMultiTurnEnv
-    from coevolve_sdk.rollout import EnvPool, RolloutSettings, collect_groups
-    from coevolve_sdk.store import RunStore
+    from coevolve_sdk import EnvPool, RolloutConfig, collect_groups
+    from coevolve_sdk.storage.store import RunStore
 
     env = BFCLMultiTurnEnv(category="base", max_steps=PAPER_TURNS)  # the paper config's environment options
     tasks = env.tasks("train")[:n_tasks]
     pol = _ReplayPolicy(tasks)
     groups = collect_groups(pol, EnvPool(lambda: BFCLMultiTurnEnv(category="base", max_steps=PAPER_TURNS)), tasks,  # type: ignore[arg-type]
-                            RolloutSettings(group_size=1, max_context_tokens=1 << 20), step=1)
+                            RolloutConfig(group_size=1, max_context_tokens=1 << 20), step=1)
     base = [g.trajectories[0] for g in groups]
     turns_ref = statistics.fmean(t.info["turns"] for t in base)
     opening = statistics.fmean(len(t.messages[0].get("content", "")) + len(t.messages[1].get("content", "")) for t in base)
@@ -278,7 +278,7 @@ def bench_store(n_tasks: int, repeat_steps: int) -> tuple[list[Figure], dict[str
 
 # ------------------------------------------------------------------------------------------ pool
 def _synthetic_tasks(n: int, start: int = 0) -> list[Any]:
-    from coevolve_sdk.types import Lineage, Task
+    from coevolve_sdk.records import Lineage, Task
 
     out = []
     for i in range(start, start + n):
@@ -293,8 +293,8 @@ def _synthetic_tasks(n: int, start: int = 0) -> list[Any]:
 def bench_pool(sizes: list[int]) -> tuple[list[Figure], dict[str, Any]]:
     import numpy as np
 
-    from coevolve_sdk.pool import SyntheticShareSampler, TaskPool, UniformSampler
-    from coevolve_sdk.store import RunStore
+    from coevolve_sdk.evolution.pool import SyntheticShareSampler, TaskPool, UniformSampler
+    from coevolve_sdk.storage.store import RunStore
 
     print("task pool (real TaskPool on a real store), per call; 'per step' = what the loop does every step "
           "(sample 32, counts), 'per round' = an evolution round (fingerprints copy, id index, admit 16)")
@@ -353,8 +353,8 @@ def bench_pool(sizes: list[int]) -> tuple[list[Figure], dict[str, Any]]:
 
 # ------------------------------------------------------------------------------------- detectors
 def bench_detectors(records: int) -> tuple[list[Figure], dict[str, Any]]:
-    from coevolve_sdk.signals import CompetenceHistory
-    from coevolve_sdk.types import RolloutGroup, Task, Trajectory
+    from coevolve_sdk.evolution.signals import CompetenceHistory
+    from coevolve_sdk.records import RolloutGroup, Task, Trajectory
     from signals_throughput import make_detectors, synthesise
 
     cfg = dict(window=24, theta=5.0, n_min=512, min_count=2)

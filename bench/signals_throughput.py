@@ -41,8 +41,8 @@ from pathlib import Path
 
 import numpy as np
 
-from coevolve_sdk.signals import CompetenceHistory
-from coevolve_sdk.types import RolloutGroup, Task, Trajectory
+from coevolve_sdk.evolution.signals import CompetenceHistory
+from coevolve_sdk.records import RolloutGroup, Task, Trajectory
 from coevolve_signals import (
     BoundaryDetector,
     ForgettingDetector,

@@ -43,8 +43,8 @@ VARIANTS: list[tuple[str, str, int]] = [
 
 def build(env_name: str, seed: int) -> tuple[Any, Any, list[Any], dict[str, Any]]:
     """(context, policy, tasks with reference actions, description) for the chosen environment."""
-    from coevolve_sdk.context import RunContext
-    from coevolve_sdk.registry import Registry
+    from coevolve_sdk.components.context import RunContext
+    from coevolve_sdk.components.registry import Registry
     from coevolve_grpo.policies import TinyPolicy
 
     reg = Registry()

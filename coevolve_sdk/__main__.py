@@ -1,3 +1,3 @@
-from .cli import main
+from coevolve_sdk.cli.main import main
 
 main()

@@ -15,6 +15,11 @@ class PluginError(CoEvolveError):
     pass
 
 
+class PluginHookError(PluginError):
+    """A plugin's lifecycle hook raised: the message names the plugin, its package, the hook and
+    the plugin's own line, because the traceback alone would point into pluggy and the loop."""
+
+
 class UnknownComponentError(PluginError):
     pass
 

@@ -61,14 +61,14 @@ def run_phase(name: str, policy: Any, ctx: Any, args: argparse.Namespace, sz: di
 
     from coevolve_grpo.algorithm import GRPO, GRPOOptions
     from coevolve_grpo.testing import PickToolEnv
-    from coevolve_sdk.rollout import EnvPool, RolloutSettings, collect_groups
+    from coevolve_sdk import EnvPool, RolloutConfig, collect_groups
 
     ctx.policy = policy
     algo = GRPO(GRPOOptions(lr=args.lr, beta=0.0, micro_batch_size=args.micro_batch, cpu=not torch.cuda.is_available()), ctx)
     env = PickToolEnv(max_steps=2)
     tasks = [env.tasks()[i % len(env.tasks())] for i in range(sz["tasks"])]
     envs = EnvPool(lambda: PickToolEnv(max_steps=2))
-    settings = RolloutSettings(group_size=sz["group"], max_new_tokens=sz["new"], temperature=1.0, max_context_tokens=1024)
+    settings = RolloutConfig(group_size=sz["group"], max_new_tokens=sz["new"], temperature=1.0, max_context_tokens=1024)
     gen_tokens, gen_seconds, step_seconds, rewards = 0, 0.0, 0.0, []
     probes: list[tuple[float, float, float]] = []
     path = "-"
@@ -126,7 +126,7 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     from coevolve_grpo.policies import HFPolicy, HFPolicyOptions
-    from coevolve_sdk.context import RunContext
+    from coevolve_sdk.components.context import RunContext
     from coevolve_vllm.testing import build_tiny_checkpoint
 
     sz = SIZES[args.size]

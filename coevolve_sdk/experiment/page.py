@@ -6,7 +6,8 @@ import html
 from pathlib import Path
 from typing import Any
 
-from .plots import make_plots
+from coevolve_sdk.run import html as page_html
+from coevolve_sdk.experiment.plots import make_plots
 
 __all__ = ["write_page"]
 
@@ -53,17 +54,8 @@ def write_page(out: Path, summary: dict[str, Any], info: dict[str, Any], plan: d
         for arm in plan["arms"])
     use_head = "<tr><th>arm</th><th>mean admitted</th><th>mean trained on</th>" + "".join(f"<th>seed {s}</th>" for s in plan["seeds"]) + "</tr>"
     checks = plan["checks"]
-    figs = "".join(f'<figure><img src="{e(src)}" alt="{e(title)}"><figcaption>{e(title)}</figcaption></figure>' for title, src in plots.items())
     not_finished = [f"{r} ({st})" for r, st in info["runs"].items() if st != "finished"]
-    page = f"""<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>CoEvolve experiment: {e(Path(plan['source']).name)}</title>
-<style>
-body {{ font-family: system-ui, sans-serif; margin: 2em; color: #222; }}
-figure {{ display: inline-block; margin: 0.5em; }} img {{ max-width: 900px; border: 1px solid #ddd; }}
-table {{ border-collapse: collapse; margin: 1em 0; font-size: 0.9em; }} td, th {{ border: 1px solid #ccc; padding: 4px 8px; text-align: left; }}
-th {{ background: #f3f3f3; }}
-</style></head><body>
-<h1>CoEvolve experiment: {e(Path(plan['source']).name)}</h1>
+    body = f"""<h1>CoEvolve experiment: {e(Path(plan['source']).name)}</h1>
 <p>{e(plan.get('description') or '')}</p>
 <p>Metric <b>{e(plan['metric']['key'])}</b> on the held-out split <b>{e(plan['split'])}</b> from each run's final evaluation;
 seeds {e(', '.join(map(str, plan['seeds'])))}; 95% intervals by Student's t over seeds.
@@ -76,11 +68,11 @@ seeds {e(', '.join(map(str, plan['seeds'])))}; 95% intervals by Student's t over
 <h2>Fairness checks</h2>
 <ul><li>Training compute: {e(checks['compute']['note'])}.</li><li>Teacher budget: {e(checks['teacher_budget']['note'])}.</li>
 <li>Environment: {e(checks['environment']['note'])}.</li></ul>
-<h2>Plots</h2>{plot_note}{figs}
+<h2>Plots</h2>{plot_note}{page_html.figures(plots)}
 <h2>How the arms differ from the base config</h2><ul>{arms}</ul>
 <p>Each run is an ordinary run folder: <code>coevolve report {e(str(out))}/runs/ARM/seed-SEED</code>, <code>coevolve signals ...</code>,
-<code>coevolve pool list ...</code>. Numbers: <code>summary.json</code>, <code>summary.csv</code>, <code>summary.md</code>.</p>
-</body></html>"""
+<code>coevolve pool list ...</code>. Numbers: <code>summary.json</code>, <code>summary.csv</code>, <code>summary.md</code>.</p>"""
+    page = page_html.page(f"CoEvolve experiment: {Path(plan['source']).name}", body, image_width=900)
     path = out / "experiment.html"
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(page)

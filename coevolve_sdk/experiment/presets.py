@@ -11,11 +11,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import ConfigError
+from coevolve_sdk.errors import ConfigError
 
-__all__ = ["Preset", "PRESETS", "preset_overrides"]
+__all__ = ["Preset", "PRESETS", "get_preset", "preset_names", "preset_overrides"]
 
-DETECTOR_KINDS = ("forgetting", "boundary", "rare")
+#: An ablation arm is ``no-<detector>``: CoEvolve without one of the base config's detectors. The
+#: names come from the base config (the detectors are plugins: the harness knows none of them).
+ABLATION_PREFIX = "no-"
 
 
 @dataclass(frozen=True)
@@ -80,17 +82,36 @@ PRESETS: dict[str, Preset] = {
             "the full method: evolution every F steps guided by the base config's detectors (evolution.guidance=signals).",
             _coevolve,
         ),
-        *[
-            Preset(f"no-{k}", f"coevolve without the '{k}' detector (the base config's detector list minus '{k}').", _without(k))
-            for k in DETECTOR_KINDS
-        ],
     ]
 }
 
 
+def _ablation(detector: str) -> Preset:
+    return Preset(f"{ABLATION_PREFIX}{detector}",
+                  f"coevolve without the '{detector}' detector (the base config's detector list minus '{detector}').",
+                  _without(detector))
+
+
+def is_preset_name(name: str) -> bool:
+    """A fixed preset, or ``no-<detector>`` (checked against the base config when applied)."""
+    return name in PRESETS or (name.startswith(ABLATION_PREFIX) and len(name) > len(ABLATION_PREFIX))
+
+
+def get_preset(name: str) -> Preset:
+    """The preset called ``name``: one of ``PRESETS`` or the ablation ``no-<detector>``."""
+    if name in PRESETS:
+        return PRESETS[name]
+    if is_preset_name(name):
+        return _ablation(name[len(ABLATION_PREFIX):])
+    raise ConfigError(f"no preset '{name}'; the presets are {', '.join(PRESETS)} and no-<detector> for each detector "
+                      f"of the base config.")
+
+
+def preset_names(base: dict[str, Any]) -> list[str]:
+    """Every arm the presets offer for this base config: the fixed ones, then one ablation per detector."""
+    return [*PRESETS, *(f"{ABLATION_PREFIX}{d}" for d in _detector_names(base) if d)]
+
+
 def preset_overrides(name: str, base: dict[str, Any]) -> dict[str, Any]:
     """The dotted overrides of preset ``name`` for this base config (ConfigError if it cannot apply)."""
-    try:
-        return PRESETS[name].overrides(base)
-    except KeyError:
-        raise ConfigError(f"no preset '{name}'; the presets are {', '.join(PRESETS)}.") from None
+    return get_preset(name).overrides(base)

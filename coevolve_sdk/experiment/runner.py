@@ -26,11 +26,11 @@ from pydantic import ValidationError
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from ..diskspace import EXIT_DISK_FULL
-from ..config import RunConfig
-from ..errors import CoEvolveError, ConfigError
-from .runs import run_status
-from .spec import Experiment, differences, plan_record
+from coevolve_sdk.storage.diskspace import EXIT_DISK_FULL
+from coevolve_sdk.config import RunConfig
+from coevolve_sdk.errors import CoEvolveError, ConfigError
+from coevolve_sdk.experiment.runs import run_status
+from coevolve_sdk.experiment.spec import Experiment, differences, plan_record
 
 __all__ = ["Job", "RunnerResult", "plan_jobs", "run_experiment", "threads_per_job", "ExperimentLock"]
 
@@ -214,7 +214,7 @@ def _start(job: Job, env: dict[str, str]) -> None:
         args = ["run", "--resume", str(job.run_dir)]
     else:
         args = ["run", str(job.config_path)]
-    cmd = [sys.executable, "-m", "coevolve_sdk.experiment.child", *args]
+    cmd = [sys.executable, "-m", "coevolve_sdk.cli.child", *args]
     job.run_dir.mkdir(parents=True, exist_ok=True)
     job.log = open(job.log_path, "ab")
     stamp = time.strftime("%Y-%m-%d %H:%M:%S")

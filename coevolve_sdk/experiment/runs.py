@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..store import RunStore, StoreDamaged
-from ..validation import EVAL_REQUEST_REASON
+from coevolve_sdk.storage.store import RunStore, StoreDamaged
+from coevolve_sdk.evolution.validation import EVAL_REQUEST_REASON
 
 __all__ = ["RunData", "run_status", "read_run"]
 

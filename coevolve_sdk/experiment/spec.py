@@ -17,9 +17,9 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from ..config import RunConfig, format_validation_error, validate_components
-from ..errors import ConfigError
-from .presets import PRESETS, preset_overrides
+from coevolve_sdk.config import RunConfig, format_validation_error, validate_components
+from coevolve_sdk.errors import ConfigError
+from coevolve_sdk.experiment.presets import PRESETS, get_preset, is_preset_name, preset_overrides
 
 __all__ = ["ExperimentSpec", "ArmSpec", "MetricSpec", "Experiment", "ArmPlan", "load_experiment", "set_dotted", "flatten"]
 
@@ -51,7 +51,7 @@ class MetricSpec(_Strict):
 
 class ArmSpec(_Strict):
     name: str = Field(pattern=ARM_NAME, description="Folder-safe name: letters, digits, '.', '_', '-', starting with a letter or digit.")
-    preset: str | None = Field(None, description="One of the presets (coevolve_sdk.experiment.presets.PRESETS).")
+    preset: str | None = Field(None, description="One of the presets: zero-shot, static, random-exploration, coevolve, or no-<detector> (an ablation).")
     overrides: dict[str, Any] = Field(default_factory=dict, description="Dotted keys of the run config, as with `coevolve run --set`.")
     description: str = ""
     unequal_compute: bool = Field(False, description="Allow this training arm a different compute budget than the others.")
@@ -59,8 +59,9 @@ class ArmSpec(_Strict):
     @field_validator("preset")
     @classmethod
     def _known_preset(cls, v: str | None) -> str | None:
-        if v is not None and v not in PRESETS:
-            raise ValueError(f"unknown preset '{v}'; the presets are: {', '.join(PRESETS)}")
+        if v is not None and not is_preset_name(v):
+            raise ValueError(f"unknown preset '{v}'; the presets are: {', '.join(PRESETS)} and no-<detector> for each "
+                             f"detector of the base config")
         return v
 
     @field_validator("overrides")
@@ -316,7 +317,7 @@ def load_experiment(path: str | Path, out_dir: str | Path | None = None, check_c
             raise ConfigError(f"{source}: base_overrides: {e}") from None
     arms = [_resolve_arm(source, base_raw, i, a) for i, a in enumerate(spec.arms)]
     if check_components:
-        from ..registry import get_registry
+        from coevolve_sdk.components.registry import get_registry
 
         reg = get_registry()
         for a in arms:
@@ -347,7 +348,7 @@ def plan_record(exp: Experiment) -> dict[str, Any]:
     for a in exp.arms:
         arms.append({
             "name": a.name, "preset": a.preset, "description": a.description,
-            "differs": PRESETS[a.preset].differs if a.preset else "",
+            "differs": get_preset(a.preset).differs if a.preset else "",
             "preset_overrides": a.preset_overrides, "overrides": a.own_overrides,
             "changes": differences(base_cfg, a.template) if base_cfg is not None else {},
             "trains": a.trains, "metric_phase": exp.phase_of(a), "rollouts": a.rollouts,

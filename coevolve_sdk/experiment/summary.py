@@ -17,9 +17,9 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from ..errors import CoEvolveError
-from .runs import RunData, read_run
-from .stats import describe, paired_difference
+from coevolve_sdk.errors import CoEvolveError
+from coevolve_sdk.experiment.runs import RunData, read_run
+from coevolve_sdk.experiment.stats import describe, paired_difference
 
 __all__ = ["summarize", "aggregate", "load_plan"]
 
@@ -273,7 +273,7 @@ def summarize(out: Path) -> tuple[dict[str, Any], dict[str, Any]]:
     _write(out / "summary-info.json", json.dumps(info, indent=2, allow_nan=False))
     _write(out / "summary.csv", _csv(summary, plan))
     _write(out / "summary.md", _markdown(summary, info, plan))
-    from .page import write_page
+    from coevolve_sdk.experiment.page import write_page
 
     write_page(out, summary, info, plan)
     return summary, info

@@ -69,9 +69,9 @@ def _repo_distributions() -> set[str] | None:
 def _config_reference() -> str:
     from pydantic import BaseModel
 
-    from coevolve_sdk.components import KINDS
-    from coevolve_sdk.config import RunConfig
-    from coevolve_sdk.registry import Registry
+    from coevolve_sdk.components.base import KINDS
+    from coevolve_sdk import RunConfig
+    from coevolve_sdk import Registry
 
     lines: list[str] = []
     _options_table(RunConfig, "", lines)
@@ -97,7 +97,7 @@ def _config_reference() -> str:
 def _cli_reference() -> str:
     import typer
 
-    from coevolve_sdk.cli import app
+    from coevolve_sdk.cli.main import app
 
     # typer ships its own copy of click: duck-type the command objects instead of isinstance
     root = typer.main.get_command(app)
@@ -132,20 +132,23 @@ def _cli_reference() -> str:
     return "\n".join(out)
 
 
-#: The Python API page: (section, modules). Each module's public names (``__all__``) with their
-#: signatures and docstrings, read from the code, as plain Markdown (readable on GitHub too).
+#: The Python API page: (section, modules). For the core, the names each module contributes to the
+#: front door (``coevolve_sdk._EXPORTS``: everything a plugin may import); for a plugin, its
+#: module's ``__all__``. Signatures and docstrings are read from the code, as plain Markdown.
 API_SECTIONS: list[tuple[str, list[str]]] = [
-    ("Records", ["coevolve_sdk.types"]),
-    ("Environments", ["coevolve_sdk.environment", "coevolve_sdk.actions", "coevolve_sdk.toolenv", "coevolve_sdk.rubric",
-                      "coevolve_sdk.testing", "coevolve_sdk.culprit"]),
-    ("Signals", ["coevolve_sdk.signals"]),
-    ("Teachers and validation", ["coevolve_sdk.teacher", "coevolve_sdk.validation"]),
+    ("Writing a plugin", ["coevolve_sdk.components.hooks", "coevolve_sdk.components.context", "coevolve_sdk.components.registry",
+                          "coevolve_sdk.lazy"]),
+    ("Records", ["coevolve_sdk.records"]),
+    ("Environments", ["coevolve_sdk.env.base", "coevolve_sdk.env.toolenv", "coevolve_sdk.env.tools", "coevolve_sdk.env.rubric", "coevolve_sdk.env.actions",
+                      "coevolve_sdk.authoring.check"]),
+    ("Policies, algorithms and rollouts", ["coevolve_sdk.training.policy", "coevolve_sdk.training.algorithm", "coevolve_sdk.training.processes",
+                                           "coevolve_sdk.training.rollout"]),
+    ("Signals, teachers and the task pool", ["coevolve_sdk.evolution.signals", "coevolve_sdk.evolution.teacher",
+                                             "coevolve_sdk.evolution.validation", "coevolve_sdk.evolution.pool"]),
+    ("Errors", ["coevolve_sdk.errors", "coevolve_sdk.components.blame", "coevolve_sdk.env.contract"]),
+    ("Running from Python", ["coevolve_sdk.config", "coevolve_sdk.run.loop", "coevolve_sdk.run.evaluation", "coevolve_sdk.storage.store"]),
     ("The LiteLLM teacher (coevolve-litellm)", ["coevolve_litellm.teacher", "coevolve_litellm.client", "coevolve_litellm.options",
                                                 "coevolve_litellm.prompts", "coevolve_litellm.parsing"]),
-    ("Policies and algorithms", ["coevolve_sdk.policy", "coevolve_sdk.algorithm", "coevolve_sdk.rollout"]),
-    ("Pool, store and loop", ["coevolve_sdk.pool", "coevolve_sdk.store", "coevolve_sdk.loop", "coevolve_sdk.interrupts",
-                              "coevolve_sdk.config", "coevolve_sdk.trajectories"]),
-    ("Plugins", ["coevolve_sdk.components", "coevolve_sdk.registry"]),
 ]
 
 
@@ -262,9 +265,16 @@ def _api_reference() -> str:
         out.append(f"\n## {section}\n")
         for modname in modules:
             mod = importlib.import_module(modname)
-            out.append(f"\n### Module `{modname}`\n")
+            where = f"`{modname}`, imported from `coevolve_sdk`" if modname.startswith("coevolve_sdk") else f"Module `{modname}`"
+            out.append(f"\n### {where}\n")
             out.append(_doc(mod) + "\n")
-            for name in getattr(mod, "__all__", []):
+            if modname.startswith("coevolve_sdk"):  # the core: only what the front door exports
+                import coevolve_sdk
+
+                names = [n for n, m in coevolve_sdk._EXPORTS.items() if m == modname]
+            else:
+                names = list(getattr(mod, "__all__", []))
+            for name in names:
                 obj = getattr(mod, name, None)
                 if obj is None:
                     continue

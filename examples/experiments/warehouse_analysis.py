@@ -22,8 +22,9 @@ import sys
 from collections import Counter, defaultdict
 from pathlib import Path
 
-from coevolve_sdk.validation import EVAL_REQUEST_REASON
 from coevolve_warehouse import world
+
+from coevolve_sdk import EVAL_REQUEST_REASON
 
 _PATTERNS = {
     name: re.compile("^" + re.sub(r"\\{(\w+)\\}", r"(?P<\1>\\w+)", re.escape(phrase)) + "$", re.IGNORECASE)

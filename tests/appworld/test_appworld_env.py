@@ -84,7 +84,7 @@ def test_multi_step_episode_and_step_limit(make_env):
 def test_action_pattern_names_the_called_apis(make_env):
     env = make_env()
     task = task_by_id(env, PLAYLIST_TASK)
-    from coevolve_sdk.types import Trajectory
+    from coevolve_sdk.records import Trajectory
 
     run(env, task, task.reference_actions)
     pattern = env.action_pattern(Trajectory(task_id=task.id, steps=env.steps))
@@ -209,7 +209,7 @@ def test_worker_will_not_serve_without_a_token(appworld_home):
 
 
 def test_two_groups_in_parallel_do_not_interfere(make_env):
-    from coevolve_sdk.rollout import EnvPool
+    from coevolve_sdk.training.rollout import EnvPool
 
     envs = EnvPool(lambda: make_env())
     task = task_by_id(make_env(), PLAYLIST_TASK)
@@ -244,9 +244,9 @@ def test_two_groups_in_parallel_do_not_interfere(make_env):
 
 
 def test_random_explorer_task_validates_by_replay_and_is_graded_by_state(make_env):
-    from coevolve_sdk.teacher import RandomExplorer
-    from coevolve_sdk.types import ExplorationContext
-    from coevolve_sdk.validation import Validator
+    from coevolve_sdk.evolution.teacher import RandomExplorer
+    from coevolve_sdk.records import ExplorationContext
+    from coevolve_sdk.evolution.validation import Validator
 
     env = make_env()
     base = task_by_id(env, "appworld-c0e0a01_2")
@@ -278,8 +278,8 @@ def test_random_explorer_task_validates_by_replay_and_is_graded_by_state(make_en
 
 
 def test_a_reference_that_changes_nothing_is_rejected(make_env):
-    from coevolve_sdk.types import CandidateTask
-    from coevolve_sdk.validation import Validator
+    from coevolve_sdk.records import CandidateTask
+    from coevolve_sdk.evolution.validation import Validator
 
     env = make_env()
     base = task_by_id(env, "appworld-c0e0a01_2")
@@ -329,14 +329,14 @@ def test_rollout_steps_episodes_concurrently_with_the_same_result(make_env):
     # stepped from three threads, the episodes' worlds run side by side and every trajectory is
     # the one sequential stepping gives
     from coevolve_appworld.testing import ScriptPolicy
-    from coevolve_sdk.rollout import EnvPool, RolloutSettings, collect_groups
+    from coevolve_sdk import EnvPool, RolloutConfig, collect_groups
 
     tasks = make_env().tasks("train")
     policy = ScriptPolicy(tasks)
     envs = EnvPool(lambda: make_env())
     runs = {}
     for workers in (1, 3):
-        groups = collect_groups(policy, envs, tasks, RolloutSettings(group_size=1, env_workers=workers), step=0)
+        groups = collect_groups(policy, envs, tasks, RolloutConfig(group_size=1, env_workers=workers), step=0)
         assert groups[0].trajectories[0].info["env_threads"] == workers
         runs[workers] = [(t.task_id, t.messages[2:], t.score, t.action_pattern) for g in groups for t in g.trajectories]
     assert runs[1] == runs[3]

@@ -9,8 +9,8 @@ import sys
 import gymnasium
 import pytest
 
-from coevolve_sdk.actions import format_tool_call
-from coevolve_sdk.types import Trajectory
+from coevolve_sdk.env.actions import format_tool_call
+from coevolve_sdk.records import Trajectory
 
 from coevolve_bfcl import _bfcl
 from coevolve_bfcl.env import BFCLMultiTurnEnv, split_of
@@ -225,7 +225,7 @@ def test_gymnasium_make_and_check_env():
 def test_plugin_registers_and_imports_without_bfcl(tmp_path):
     code = (
         "import sys\n"
-        "from coevolve_sdk.registry import Registry\n"
+        "from coevolve_sdk.components.registry import Registry\n"
         "r = Registry()\n"
         "cls = r.get('environment', 'bfcl-multi-turn')\n"
         "assert r.info('environment', 'bfcl-multi-turn').distribution == 'coevolve-bfcl'\n"
@@ -243,7 +243,7 @@ def test_plugin_registers_and_imports_without_bfcl(tmp_path):
 def test_project_root_is_set_before_bfcl_import(tmp_path):
     code = (
         "import os, sys\n"
-        "from coevolve_sdk.context import RunContext\n"
+        "from coevolve_sdk.components.context import RunContext\n"
         "from coevolve_bfcl.env import BFCLMultiTurnEnv\n"
         f"env = BFCLMultiTurnEnv({{}}, RunContext(run_dir=__import__('pathlib').Path({str(tmp_path)!r})))\n"
         "t = env.tasks('train')[0]\n"

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from coevolve_sdk.actions import parse_tool_calls
-from coevolve_sdk.teacher import RandomExplorer
-from coevolve_sdk.types import CandidateTask, Step
-from coevolve_sdk.validation import Validator
+from coevolve_sdk.env.actions import parse_tool_calls
+from coevolve_sdk.evolution.teacher import RandomExplorer
+from coevolve_sdk.records import CandidateTask, Step
+from coevolve_sdk.evolution.validation import Validator
 
 from coevolve_bfcl import _bfcl
 

@@ -9,15 +9,15 @@ import pytest
 from pydantic import ValidationError
 
 import coevolve_sdk  # noqa: F401  (registers the installed environments with gymnasium)
-from coevolve_sdk.algorithm import Algorithm
-from coevolve_sdk.components import KINDS, Component
-from coevolve_sdk.context import RunContext
-from coevolve_sdk.environment import AgentEnv
-from coevolve_sdk.policy import Policy
-from coevolve_sdk.pool import SyntheticShareSampler, TaskSampler
-from coevolve_sdk.registry import get_registry
-from coevolve_sdk.signals import SignalDetector
-from coevolve_sdk.teacher import RandomExplorer, Teacher
+from coevolve_sdk.training.algorithm import Algorithm
+from coevolve_sdk.components.base import KINDS, Component
+from coevolve_sdk.components.context import RunContext
+from coevolve_sdk.env.base import AgentEnv
+from coevolve_sdk.training.policy import Policy
+from coevolve_sdk.evolution.pool import SyntheticShareSampler, TaskSampler
+from coevolve_sdk.components.registry import get_registry
+from coevolve_sdk.evolution.signals import SignalDetector
+from coevolve_sdk.evolution.teacher import RandomExplorer, Teacher
 
 
 def test_every_kind_base_is_a_component() -> None:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from coevolve_sdk.diskspace import EXIT_DISK_FULL
+from coevolve_sdk.storage.diskspace import EXIT_DISK_FULL
 from tests.conftest import REPO, coevolve_cmd
 from tests.core.test_diskspace import tmpfs
 from tests.core.test_resume_exact import CONFIG, SETTINGS as EXACT, _compare, _sets, final_state

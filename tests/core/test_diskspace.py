@@ -15,8 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from coevolve_sdk.diskspace import DiskFull, SpaceWatch, disk_full_cause, writing
-from coevolve_sdk.store import RunStore, StoreDamaged
+from coevolve_sdk.storage.diskspace import DiskFull, disk_full_cause, writing
+from coevolve_sdk.storage.space_watch import SpaceWatch
+from coevolve_sdk.storage.store import RunStore, StoreDamaged
 from tests.core.test_store_compression import _chatty
 
 def tmpfs(mnt: Path, size: str):  # type: ignore[no-untyped-def]

@@ -8,8 +8,8 @@ from hypothesis import given, settings, strategies as st
 
 import coevolve_sdk  # noqa: F401  (registers environments with gymnasium)
 from coevolve_kvstore import KVStoreEnv
-from coevolve_sdk.actions import format_tool_call
-from coevolve_sdk.types import CandidateTask
+from coevolve_sdk.env.actions import format_tool_call
+from coevolve_sdk.records import CandidateTask
 
 
 def test_gymnasium_make_and_check_env() -> None:
@@ -82,7 +82,7 @@ def test_tasks_must_be_task_records() -> None:
     """A subclass's tasks() is checked where it returns, so dicts never travel further."""
     import pytest
 
-    from coevolve_sdk.culprit import ComponentError
+    from coevolve_sdk.components.blame import ComponentError
 
     class Dicts(KVStoreEnv):
         name = ""

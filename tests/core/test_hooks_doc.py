@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pluggy
 
-from coevolve_sdk import hooks
+from coevolve_sdk.components import hooks
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "plugins" / "hooks.md"
 

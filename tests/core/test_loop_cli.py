@@ -203,7 +203,7 @@ def test_ctrl_c_swallowed_by_a_finaliser_still_stops_the_run(tmp_path: Path, sub
 
 
 def test_kill_during_a_background_round_runs_it_again_from_its_signals(tmp_path: Path, sub_env: dict[str, str]) -> None:
-    from coevolve_sdk.checkpoint import latest_checkpoint, read_state
+    from coevolve_sdk.storage.checkpoints import latest_checkpoint, read_state
 
     gate = tmp_path / "gate"  # exploration waits for this file: round 1 is certainly still running
     # async, lag 1: round 1 starts at step 2 and must join the pool before step 4 samples, so the
@@ -247,7 +247,7 @@ def test_kill_after_a_background_round_finished_admits_its_tasks_without_paying_
     # step 2 (which records the round as running) is written, while step 3 sleeps in its (slow)
     # update, so the round finishes while the step still runs; the run is killed before step 4
     # admits the round's tasks.
-    from coevolve_sdk.checkpoint import latest_checkpoint, read_state
+    from coevolve_sdk.storage.checkpoints import latest_checkpoint, read_state
 
     gate = tmp_path / "gate"
     cfg = write_config(tmp_path, **{"training.steps": 6, "evolution.mode": "async", "algorithm.options.step_delay": 3.0,

@@ -7,8 +7,8 @@ import json
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from coevolve_sdk.actions import ActionParseError, format_tool_call, parse_tool_calls
-from coevolve_sdk.types import (
+from coevolve_sdk.env.actions import ActionParseError, format_tool_call, parse_tool_calls
+from coevolve_sdk.records import (
     CandidateTask, ExplorationContext, Lineage, RolloutGroup, Signal, Step, Task, Trajectory, Triplet, Verdict,
 )
 

@@ -47,7 +47,7 @@ def test_plugin_that_raises_on_import_is_named_and_others_load(tmp_path: Path, s
 
 def test_two_plugins_registering_one_name(tmp_path: Path, sub_env: dict[str, str]) -> None:
     code = """
-        from coevolve_sdk.hooks import hookimpl
+        from coevolve_sdk.components.hooks import hookimpl
         from coevolve_kvstore.env import KVStoreEnv
 
         class Clash(KVStoreEnv):
@@ -93,7 +93,7 @@ def test_importing_a_plugin_module_first_still_registers_everything() -> None:
     code = (
         "from coevolve_kvstore.env import KVStoreEnv\n"
         "import gymnasium\n"
-        "from coevolve_sdk.registry import get_registry\n"
+        "from coevolve_sdk.components.registry import get_registry\n"
         "assert gymnasium.make('coevolve/kvstore-v0').unwrapped.name == 'kvstore'\n"
         "r = get_registry()\n"
         "assert 'kvstore' in r.names('environment'), r.failures\n"
@@ -106,11 +106,11 @@ def test_importing_a_plugin_module_first_still_registers_everything() -> None:
 def test_misspelt_hook_implementation_is_rejected_with_its_name(tmp_path: Path, monkeypatch) -> None:
     """pluggy never calls a hook implementation whose name matches no hook: without
     check_pending() such a plugin would load, register nothing and say nothing."""
-    from coevolve_sdk.registry import Registry
+    from coevolve_sdk.components.registry import Registry
 
     (tmp_path / "typo_plugin.py").write_text(textwrap.dedent("""
-        from coevolve_sdk.hooks import hookimpl
-        from coevolve_sdk.teacher import RandomExplorer
+        from coevolve_sdk.components.hooks import hookimpl
+        from coevolve_sdk.evolution.teacher import RandomExplorer
 
         class Mine(RandomExplorer):
             name = "mine"
@@ -135,8 +135,8 @@ def test_misspelt_hook_implementation_is_rejected_with_its_name(tmp_path: Path, 
 
 def test_one_list_of_component_kinds_matches_the_registration_hooks() -> None:
     """Every registration hook is a component kind and every kind has a config slot."""
-    from coevolve_sdk import hooks
-    from coevolve_sdk.components import KINDS
+    from coevolve_sdk.components import hooks
+    from coevolve_sdk.components.base import KINDS
     from coevolve_sdk.config import RunConfig
 
     registration = {n for n in vars(hooks) if n.startswith("register_") and n != "register_commands"}

@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 
 from coevolve_kvstore import KVStoreEnv
-from coevolve_sdk.context import RunContext
-from coevolve_sdk.environment import AgentEnv, Outcome
-from coevolve_sdk.rollout import EnvPool, RolloutSettings, collect_groups
-from coevolve_sdk.types import Task, ToolSpec
+from coevolve_sdk.components.context import RunContext
+from coevolve_sdk.env.base import AgentEnv, Outcome
+from coevolve_sdk import EnvPool, RolloutConfig, collect_groups
+from coevolve_sdk.records import Task, ToolSpec
 from tests.core.toy_plugin import OBS_TOKEN, MenuOptions, MenuPolicy
 
 
@@ -22,7 +22,7 @@ def test_groups_masks_and_logprobs(tmp_path: Path) -> None:
     ctx = RunContext(run_dir=tmp_path, make_env=lambda: KVStoreEnv(max_steps=3))
     pol = MenuPolicy(MenuOptions(seed=0), ctx)
     tasks = KVStoreEnv().tasks()[:3]
-    groups = collect_groups(pol, EnvPool(ctx.make_env), tasks, RolloutSettings(group_size=5), step=1)
+    groups = collect_groups(pol, EnvPool(ctx.make_env), tasks, RolloutConfig(group_size=5), step=1)
     assert [g.task.id for g in groups] == [t.id for t in tasks]
     for g in groups:
         assert len(g.trajectories) == 5
@@ -45,7 +45,7 @@ def test_greedy_rollouts_are_deterministic(tmp_path: Path) -> None:
     ctx = RunContext(run_dir=tmp_path, make_env=lambda: KVStoreEnv(max_steps=3))
     pol = MenuPolicy(MenuOptions(seed=0), ctx)
     tasks = KVStoreEnv().tasks("test")
-    settings = RolloutSettings(group_size=1, temperature=0.0)
+    settings = RolloutConfig(group_size=1, temperature=0.0)
     a = collect_groups(pol, EnvPool(ctx.make_env), tasks, settings, step=0, greedy=True)
     b = collect_groups(pol, EnvPool(ctx.make_env), tasks, settings, step=0, greedy=True)
     assert [t.actions for g in a for t in g.trajectories] == [t.actions for g in b for t in g.trajectories]
@@ -113,7 +113,7 @@ class SerialDiceEnv(DiceEnv):
 def _dice_run(tmp_path: Path, env_cls: type[DiceEnv], workers: int, group_size: int = 6, max_steps: int = 5, tasks: int = 3):
     ctx = RunContext(run_dir=tmp_path, make_env=lambda: env_cls(max_steps=max_steps))
     pol = MenuPolicy(MenuOptions(seed=3), ctx)
-    settings = RolloutSettings(group_size=group_size, env_workers=workers)
+    settings = RolloutConfig(group_size=group_size, env_workers=workers)
     return collect_groups(pol, EnvPool(ctx.make_env), env_cls().tasks()[:tasks], settings, step=2, seed=11)
 
 
@@ -165,5 +165,5 @@ def test_environments_go_back_to_the_pool_when_a_reset_fails(tmp_path: Path) -> 
     pol = MenuPolicy(MenuOptions(seed=0), ctx)
     pool = EnvPool(ctx.make_env)
     with pytest.raises(RuntimeError, match="cannot open"):
-        collect_groups(pol, pool, BrokenDiceEnv().tasks(), RolloutSettings(group_size=2, env_workers=3), step=0)
+        collect_groups(pol, pool, BrokenDiceEnv().tasks(), RolloutConfig(group_size=2, env_workers=3), step=0)
     assert len(pool._free) == 6

@@ -17,16 +17,16 @@ from pathlib import Path
 
 import pytest
 
-from coevolve_sdk.checkpoint import checkpoints_newest_first, set_aside, verify_checkpoint, write_checkpoint
+from coevolve_sdk.storage.checkpoints import checkpoints_newest_first, set_aside, verify_checkpoint, write_checkpoint
 from coevolve_sdk.config import RunConfig
 from coevolve_sdk.errors import ConfigError
 from coevolve_sdk.ids import id_stream, new_id
-from coevolve_sdk.pool import TaskPool
-from coevolve_sdk.registry import Registry
-from coevolve_sdk.runfolder import check_resume_config
-from coevolve_sdk.runlock import RunFolderBusy, RunLock
-from coevolve_sdk.store import RunStore, StoreDamaged
-from coevolve_sdk.types import Signal, Task, TeacherUsage, Trajectory
+from coevolve_sdk.evolution.pool import TaskPool
+from coevolve_sdk.components.registry import Registry
+from coevolve_sdk.storage.run_folder import check_resume_config
+from coevolve_sdk.storage.lock import RunFolderBusy, RunLock
+from coevolve_sdk.storage.store import RunStore, StoreDamaged
+from coevolve_sdk.records import Signal, Task, TeacherUsage, Trajectory
 from tests.core.test_loop_cli import TOY
 
 
@@ -145,7 +145,7 @@ def test_checkpoint_manifest_catches_every_kind_of_damage(tmp_path: Path) -> Non
 
 _HOLD = """
 import sys, time
-from coevolve_sdk.runlock import RunLock
+from coevolve_sdk.storage.lock import RunLock
 RunLock(sys.argv[1]).acquire()
 print("held", flush=True)
 time.sleep(600)

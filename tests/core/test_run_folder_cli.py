@@ -304,7 +304,7 @@ def test_eval_needs_neither_the_teacher_nor_the_lock_and_writes_nothing(tmp_path
     config["teacher"] = {"name": "litellm", "options": {"model": "openai/gpt-4o-mini", "api_key_env": "COEVOLVE_TEST_KEY_NOT_SET"}}
     (run / "config.yaml").write_text(yaml.safe_dump(config))
     before = (run / "run.sqlite").read_bytes()
-    from coevolve_sdk.runlock import RunLock
+    from coevolve_sdk.storage.lock import RunLock
 
     with RunLock(run):  # as if a run were writing the folder right now
         out = cli(["eval", str(run)], {k: v for k, v in sub_env.items() if k != "COEVOLVE_TEST_KEY_NOT_SET"})
@@ -345,9 +345,9 @@ def test_a_round_skipped_for_lack_of_signals_is_said_loudly(tmp_path: Path, sub_
 
 
 def test_seed_tasks_whose_reference_actions_fail_are_left_out(tmp_path: Path) -> None:
-    from coevolve_sdk.registry import get_registry
-    from coevolve_sdk.seeds import check_seed_tasks
-    from coevolve_sdk.store import RunStore
+    from coevolve_sdk.components.registry import get_registry
+    from coevolve_sdk.evolution.seed_pool import check_seed_tasks
+    from coevolve_sdk.storage.store import RunStore
 
     env_cls = get_registry().get("environment", "kvstore")
     make_env = lambda: env_cls({"train_tasks": 4})  # noqa: E731
@@ -362,7 +362,7 @@ def test_seed_tasks_whose_reference_actions_fail_are_left_out(tmp_path: Path) ->
 
     with pytest.raises(ConfigError, match="none of its 1 train tasks"):
         check_seed_tasks(make_env, [broken], store, log=logged.append, progress=lambda *a: None)
-    from coevolve_sdk.culprit import ComponentError
+    from coevolve_sdk.components.blame import ComponentError
 
     with pytest.raises(ComponentError, match="is a dict, not a coevolve_sdk.Task"):
         check_seed_tasks(make_env, [broken.model_dump()], store, log=logged.append, progress=lambda *a: None)  # type: ignore[list-item]
@@ -380,3 +380,41 @@ def test_the_store_says_which_round_consumed_each_signal(tmp_path: Path, sub_env
             assert hi <= starts[rnd] and (rnd == 1 or lo > starts[rnd - 1])
     con = sqlite3.connect(run / "run.sqlite")
     assert con.execute("SELECT COUNT(*) FROM signals WHERE round IS NOT NULL").fetchone()[0] > 0
+
+
+def test_a_lifecycle_hook_that_raises_names_its_plugin(tmp_path: Path, sub_env: dict[str, str]) -> None:
+    """docs/plugins/hooks.md: an exception in a lifecycle hook stops the run, reported with the
+    plugin's name and its own line, not as a bare error from inside pluggy."""
+    (tmp_path / "loud_observer.py").write_text(
+        "import os\n"
+        "from coevolve_sdk import hookimpl\n\n\n"
+        "@hookimpl\n"
+        "def on_step_end(run, step, metrics):\n"
+        "    if step == 2 and os.environ.get('DASHBOARD_DOWN'):\n"
+        "        raise ValueError('the dashboard is down')\n"
+    )
+    cfg = write_config(tmp_path, **{"training.steps": 3, "plugins": ["tests.core.toy_plugin", "loud_observer"]})
+    env = {**sub_env, "PYTHONPATH": f"{tmp_path}:{sub_env.get('PYTHONPATH', '')}"}
+    out = cli(["run", str(cfg)], {**env, "DASHBOARD_DOWN": "1"})
+    assert out.returncode == 2, out.stdout + out.stderr
+    err = out.stderr
+    assert "plugin 'loud_observer'" in err and "on_step_end() hook raised ValueError: the dashboard is down" in err, err
+    assert "loud_observer.py\", line 8" in err and "COEVOLVE_DISABLE_PLUGINS=loud_observer" in err, err
+    assert "Traceback" not in err
+    # nothing is lost: once the plugin's trouble is gone the run resumes and finishes
+    resumed = cli(["run", "--resume", str(tmp_path / "run")], env)
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert rows(tmp_path / "run" / "run.sqlite", "SELECT MAX(step) FROM metrics")[0][0] == 3
+
+
+def test_a_hook_error_names_the_plugin_without_a_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from coevolve_sdk.components.registry import Registry
+    from coevolve_sdk.errors import PluginHookError
+
+    (tmp_path / "quiet_observer.py").write_text("from coevolve_sdk import hookimpl\n\n\n@hookimpl\ndef on_step_end(run, step, metrics):\n"
+                                                "    return metrics['x'] * 2\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    reg = Registry(load_entry_points=False, extra_modules=["quiet_observer"])
+    assert reg.call_hook("on_step_end", run=None, step=1, metrics={"x": 2}) == [4]
+    with pytest.raises(PluginHookError, match=r"plugin 'quiet_observer': its on_step_end\(\) hook raised KeyError: 'x'"):
+        reg.call_hook("on_step_end", run=None, step=1, metrics={})

@@ -5,9 +5,9 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-from coevolve_sdk.pool import TaskPool, UniformSampler
-from coevolve_sdk.store import RunStore
-from coevolve_sdk.types import Signal, Task, Trajectory
+from coevolve_sdk.evolution.pool import TaskPool, UniformSampler
+from coevolve_sdk.storage.store import RunStore
+from coevolve_sdk.records import Signal, Task, Trajectory
 
 import numpy as np
 
@@ -49,7 +49,7 @@ def test_uniform_sampler_is_seeded(tmp_path: Path) -> None:
 
 
 def test_synthetic_share_sampler_reserves_part_of_the_batch() -> None:
-    from coevolve_sdk.pool import SyntheticShareSampler
+    from coevolve_sdk.evolution.pool import SyntheticShareSampler
 
     seed = [Task(env="e", query=f"s{i}") for i in range(20)]
     synth = [Task(env="e", query=f"y{i}", origin="synthetic") for i in range(3)]

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from coevolve_sdk.store import RunStore
-from coevolve_sdk.types import Step, Trajectory
+from coevolve_sdk.storage.store import RunStore
+from coevolve_sdk.records import Step, Trajectory
 from tests.conftest import coevolve_cmd
 from tests.core.test_loop_cli import write_config
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from coevolve_sdk.store import RunStore
-from coevolve_sdk.types import Lineage, Signal, Task
+from coevolve_sdk.storage.store import RunStore
+from coevolve_sdk.records import Lineage, Signal, Task
 from tests.core.test_store_compression import _chatty
 
 

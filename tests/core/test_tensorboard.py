@@ -33,7 +33,7 @@ def test_writing_scalars_does_not_import_torch(tmp_path: Path) -> None:
     pytest.importorskip("tensorboard", reason="the dev extra installs tensorboard")
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-    code = ("import sys; from pathlib import Path; from coevolve_sdk.progress import TensorBoard; "
+    code = ("import sys; from pathlib import Path; from coevolve_sdk.run.tensorboard import TensorBoard; "
             f"tb = TensorBoard(Path({str(tmp_path)!r})); tb.write(1, {{'a/b': 0.5}}); tb.write(2, {{'a/b': 0.25}}); tb.close(); "
             "print('torch' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from coevolve_sdk.store import RunStore
-from coevolve_sdk.trajectories import format_plain, select, turns
+from coevolve_sdk.storage.store import RunStore
+from coevolve_sdk.run.trajectories import format_plain, select, turns
 from tests.conftest import coevolve_cmd
 from tests.core.test_loop_cli import write_config
 
@@ -123,7 +123,7 @@ def test_the_report_embeds_evaluation_episodes(run_dir: Path) -> None:
 def test_on_a_terminal_the_conversation_is_coloured() -> None:
     from rich.console import Console
 
-    from coevolve_sdk.trajectories import render_rich
+    from coevolve_sdk.run.trajectories import render_rich
 
     store = RunStore(OLD_RUN / "run.sqlite", read_only=True)
     try:
@@ -138,8 +138,8 @@ def test_on_a_terminal_the_conversation_is_coloured() -> None:
 
 
 def test_a_trajectory_without_turns_says_why() -> None:
-    from coevolve_sdk.trajectories import StoredTrajectory
-    from coevolve_sdk.types import Trajectory
+    from coevolve_sdk.run.trajectories import StoredTrajectory
+    from coevolve_sdk.records import Trajectory
 
     st = StoredTrajectory("train", Trajectory(task_id="t", step=3, score=1.0, success=True), query="Do it.")
     text = format_plain(st)

@@ -17,11 +17,11 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from coevolve_sdk.algorithm import Algorithm, CheckpointError, find_policy_dir, policy_dir
-from coevolve_sdk.context import RunContext
-from coevolve_sdk.hooks import hookimpl
-from coevolve_sdk.policy import Generation, Policy
-from coevolve_sdk.types import RolloutGroup
+from coevolve_sdk.training.algorithm import Algorithm, CheckpointError, find_policy_dir, policy_dir
+from coevolve_sdk.components.context import RunContext
+from coevolve_sdk.components.hooks import hookimpl
+from coevolve_sdk.training.policy import Generation, Policy
+from coevolve_sdk.records import RolloutGroup
 
 PROMPT_BASE = 100_000
 OBS_TOKEN = 99_999
@@ -182,8 +182,8 @@ def register_algorithms() -> list[type]:
     return [Reinforce]
 
 
-from coevolve_sdk.signals import CompetenceHistory, SignalDetector  # noqa: E402
-from coevolve_sdk.types import Signal  # noqa: E402
+from coevolve_sdk.evolution.signals import CompetenceHistory, SignalDetector  # noqa: E402
+from coevolve_sdk.records import Signal  # noqa: E402
 
 
 class MixedGroup(SignalDetector):
@@ -206,7 +206,7 @@ def register_signal_detectors() -> list[type]:
     return [MixedGroup]
 
 
-from coevolve_sdk.teacher import RandomExplorer  # noqa: E402
+from coevolve_sdk.evolution.teacher import RandomExplorer  # noqa: E402
 
 
 class GatedExplorer(RandomExplorer):

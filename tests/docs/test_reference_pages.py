@@ -3,6 +3,8 @@ code (they are generated from it; `python docs/_hooks/generated.py` rewrites the
 
 from __future__ import annotations
 
+import re
+
 import subprocess
 import sys
 from pathlib import Path
@@ -29,10 +31,16 @@ def test_the_pages_read_in_the_repository() -> None:
 def test_the_api_page_is_markdown_with_signatures_and_docstrings() -> None:
     api = (REPO / "docs" / "reference" / "api.md").read_text()
     assert ":::" not in api  # readable without mkdocstrings (on GitHub, in an editor)
-    for key in ("### Module `coevolve_sdk.toolenv`", "### `ToolEnv`", "### `check_env`", "```python\ndef check_env(env:",
-                "### `GraderError`", "### `Task`", "| `query` | `str` | `required` |", "- **`build_task(query:",
-                "### Module `coevolve_litellm.teacher`", "### Module `coevolve_sdk.trajectories`"):
+    for key in ("### `coevolve_sdk.env.toolenv`, imported from `coevolve_sdk`", "### `ToolEnv`", "### `check_env`",
+                "```python\ndef check_env(env:", "### `GraderError`", "### `Task`", "| `query` | `str` | `required` |",
+                "- **`build_task(query:", "### Module `coevolve_litellm.teacher`"):
         assert key in api, key
+    # the page is the front door: every public name has its entry, and nothing private does
+    import coevolve_sdk
+
+    documented = set(re.findall(r"^### `(\w+)`$", api, re.MULTILINE))
+    assert set(coevolve_sdk._EXPORTS) <= documented, set(coevolve_sdk._EXPORTS) - documented
+    assert "### `coevolve_sdk.run.trajectories`" not in api
     assert " at 0x" not in api  # no object addresses: the page is the same on every machine
 
 

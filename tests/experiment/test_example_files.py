@@ -15,9 +15,9 @@ import yaml
 
 from coevolve_sdk.config import RunConfig, validate_components
 from coevolve_sdk.errors import ConfigError
-from coevolve_sdk.experiment.presets import PRESETS
+from coevolve_sdk.experiment.presets import preset_names
 from coevolve_sdk.experiment.spec import differences, load_experiment
-from coevolve_sdk.registry import get_registry
+from coevolve_sdk.components.registry import get_registry
 from tests.conftest import REPO
 
 EXAMPLES = REPO / "examples" / "experiments"
@@ -90,7 +90,7 @@ def test_paper_files_hold_the_papers_arms(name: str, tmp_path: Path) -> None:
     exp = load_experiment(EXAMPLES / name, tmp_path / "out")
     assert exp.base_path == (REPO / "examples" / name).resolve()
     assert [a.name for a in exp.arms] == PAPER_ARMS and [a.preset for a in exp.arms] == PAPER_ARMS
-    assert set(PAPER_ARMS) == set(PRESETS)
+    assert set(PAPER_ARMS) == set(preset_names(exp.base_raw))
     assert exp.spec.seeds == [0, 1, 2] and exp.spec.baseline == "static"
     cfg = {a.name: a.template for a in exp.arms}
     base = RunConfig.model_validate({**exp.base_raw, "run_dir": "unset", "seed": 0})

@@ -35,7 +35,7 @@ def children_of(out: Path) -> dict[int, str]:
                 state = next((ln for ln in (d / "status").read_text().splitlines() if ln.startswith("State:")), "")
             except OSError:
                 continue
-            if "coevolve_sdk.experiment.child" in args and "zombie" not in state:
+            if "coevolve_sdk.cli.child" in args and "zombie" not in state:
                 target = next((Path(a) for a in args if a.startswith(str(out))), None)
                 if target is not None:  # OUT/configs/ARM/seed-N.yaml or OUT/runs/ARM/seed-N
                     found[int(d.name)] = f"{target.parent.name}/{target.name.removesuffix('.yaml')}"

@@ -11,6 +11,8 @@ import yaml
 
 from coevolve_sdk.errors import ConfigError
 from coevolve_sdk.experiment.presets import PRESETS
+
+ALL_ARMS = [*PRESETS, "no-forgetting", "no-boundary", "no-rare"]  # the base config's detectors
 from coevolve_sdk.experiment.spec import load_experiment, set_dotted
 from tests.conftest import REPO, coevolve_cmd
 
@@ -34,7 +36,7 @@ def error(tmp_path: Path, doc: dict) -> str:
 
 
 def test_presets_resolve_to_the_documented_arms(tmp_path: Path) -> None:
-    exp = load_experiment(write(tmp_path, {"arms": arms(*PRESETS), "baseline": "static"}), tmp_path / "out")
+    exp = load_experiment(write(tmp_path, {"arms": arms(*ALL_ARMS), "baseline": "static"}), tmp_path / "out")
     cfg = {a.name: exp.config(a, 7) for a in exp.arms}
     z = cfg["zero-shot"]
     assert (z.training.steps, z.training.warm_start, z.evolution.enabled, z.eval.before) == (0, False, False, True)
@@ -47,7 +49,7 @@ def test_presets_resolve_to_the_documented_arms(tmp_path: Path) -> None:
     # every run gets its seed and its own folder under the experiment folder
     assert cfg["static"].seed == 7 and Path(cfg["static"].run_dir) == (tmp_path / "out" / "runs" / "static" / "seed-7").resolve()
     # the zero-shot arm trains nothing, so it is outside the compute check; the others are equal
-    assert set(exp.checks["compute"]["per_arm"]) == set(PRESETS) - {"zero-shot"}
+    assert set(exp.checks["compute"]["per_arm"]) == set(ALL_ARMS) - {"zero-shot"}
     assert exp.phase_of(exp.arm("zero-shot")) == "before" and exp.phase_of(exp.arm("coevolve")) == "after"
 
 

@@ -14,9 +14,9 @@ import yaml
 
 from coevolve_sdk.experiment.spec import load_experiment, plan_record
 from coevolve_sdk.experiment.summary import summarize
-from coevolve_sdk.store import RunStore
-from coevolve_sdk.types import Task, Trajectory
-from coevolve_sdk.validation import EVAL_REQUEST_REASON
+from coevolve_sdk.storage.store import RunStore
+from coevolve_sdk.records import Task, Trajectory
+from coevolve_sdk.evolution.validation import EVAL_REQUEST_REASON
 from tests.conftest import REPO
 
 T2 = 4.302653  # t(0.975, 2)

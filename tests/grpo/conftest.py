@@ -15,7 +15,7 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 pytest.importorskip("accelerate")
 
-from coevolve_sdk.context import RunContext  # noqa: E402
+from coevolve_sdk.components.context import RunContext  # noqa: E402
 from coevolve_grpo.testing import PickToolEnv  # noqa: E402
 
 torch.set_num_threads(1)

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from coevolve_sdk.algorithm import CheckpointError
+from coevolve_sdk.training.algorithm import CheckpointError
 from coevolve_grpo.algorithm import GRPO, GRPOOptions
 
 from .conftest import make_context, tiny_policy

@@ -8,7 +8,7 @@ import random
 import pytest
 import torch
 
-from coevolve_sdk.types import RolloutGroup, Task, Trajectory
+from coevolve_sdk.records import RolloutGroup, Task, Trajectory
 from coevolve_grpo.algorithm import GRPO, GRPOOptions
 
 from .conftest import make_context, tiny_policy

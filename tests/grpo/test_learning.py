@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from coevolve_sdk.rollout import EnvPool, RolloutSettings, collect_groups
+from coevolve_sdk import EnvPool, RolloutConfig, collect_groups
 from coevolve_grpo.algorithm import GRPO, GRPOOptions, WarmStartOptions
 from coevolve_grpo.policies import TinyPolicy
 from coevolve_grpo.testing import PickToolEnv
@@ -23,7 +23,7 @@ MAX_STEPS = 50
 
 def _mean_reward(policy, pool, task, n, seed) -> float:
     torch.manual_seed(seed)
-    settings = RolloutSettings(group_size=n, max_new_tokens=24, temperature=0.9)
+    settings = RolloutConfig(group_size=n, max_new_tokens=24, temperature=0.9)
     groups = collect_groups(policy, pool, [task], settings, step=-1, seed=seed)
     return sum(groups[0].scores) / n
 
@@ -46,7 +46,7 @@ def test_grpo_raises_reward_from_below_03_to_above_09(tmp_path):
     task = env.target_task("press_blue")
     before = _mean_reward(policy, pool, task, 64, seed=10_000)
     assert before < 0.3, before
-    settings = RolloutSettings(group_size=8, max_new_tokens=24, temperature=0.9)
+    settings = RolloutConfig(group_size=8, max_new_tokens=24, temperature=0.9)
     history = []
     for step in range(MAX_STEPS):
         groups = collect_groups(policy, pool, [task] * 8, settings, step, seed=step)

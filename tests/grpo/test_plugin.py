@@ -10,7 +10,7 @@ from pydantic import ValidationError
 
 
 def test_entry_point_registers_policies_and_algorithm():
-    from coevolve_sdk.registry import get_registry
+    from coevolve_sdk.components.registry import get_registry
 
     reg = get_registry()
     from coevolve_grpo.algorithm import GRPO

@@ -10,8 +10,8 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from coevolve_sdk.actions import format_tool_call
-from coevolve_sdk.rollout import EnvPool, RolloutSettings, collect_groups
+from coevolve_sdk.env.actions import format_tool_call
+from coevolve_sdk import EnvPool, RolloutConfig, collect_groups
 from coevolve_grpo.testing import BUTTONS, PickToolEnv
 
 from .conftest import make_context, tiny_policy
@@ -51,7 +51,7 @@ def test_prompt_plus_completions_plus_followups_equals_whole_rendering(pol, turn
 def test_rollout_tokens_match_the_rendered_conversation(pol):
     torch.manual_seed(1)
     env = PickToolEnv(max_steps=3)
-    groups = collect_groups(pol, EnvPool(lambda: PickToolEnv(max_steps=3)), [env.target_task()], RolloutSettings(group_size=6, max_new_tokens=12, temperature=1.0), 0)
+    groups = collect_groups(pol, EnvPool(lambda: PickToolEnv(max_steps=3)), [env.target_task()], RolloutConfig(group_size=6, max_new_tokens=12, temperature=1.0), 0)
     checked = 0
     for t in groups[0].trajectories:
         assert len(t.token_ids) == len(t.loss_mask) == len(t.logprobs)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from coevolve_sdk.context import RunContext
+from coevolve_sdk.components.context import RunContext
 
 from .smollm2 import smollm2_folder
 
@@ -179,7 +179,7 @@ def test_real_output_is_a_tool_call_and_malformed_output_is_an_error_observation
 def test_stop_texts_applied_after_decoding_cut_right_after_the_stop() -> None:
     """What engines that cannot stop on text (vLLM without detokenisation) do with stop_texts."""
     from coevolve_grpo.policies import cut_at_stop_texts
-    from coevolve_sdk.policy import Generation
+    from coevolve_sdk.training.policy import Generation
 
     pieces = ["<tool_call>", '{"name": "count"}', "</tool", "_call>", " Output: 2", "<tool_call>"]
 

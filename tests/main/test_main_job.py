@@ -65,8 +65,8 @@ def test_a_synthetic_task_is_admitted_with_lineage(run_dir: Path) -> None:
     assert lin["signal_id"] and lin["trajectory_id"] and lin["parent_task_id"] and lin["teacher"] == "random-explorer"
     assert lin["validation"]["replay_score"] == 1.0
     # the admitted synthetic task is graded by BFCL's official checker through the environment
-    from coevolve_sdk.registry import get_registry
-    from coevolve_sdk.types import Task
+    from coevolve_sdk.components.registry import get_registry
+    from coevolve_sdk.records import Task
 
     task = Task.model_validate_json(rows[0][0])
     env = get_registry().get("environment", "bfcl-multi-turn")()

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from coevolve_sdk.signals import CompetenceHistory, SignalDetector
-from coevolve_sdk.types import RolloutGroup, Signal, Task, Trajectory
+from coevolve_sdk.evolution.signals import CompetenceHistory, SignalDetector
+from coevolve_sdk.records import RolloutGroup, Signal, Task, Trajectory
 
 #: One step: task id -> scores, or task id -> (scores, patterns). A list of (task, spec) pairs
 #: is accepted too, for steps in which one task has two groups.

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from coevolve_sdk.signals import CompetenceHistory
+from coevolve_sdk.evolution.signals import CompetenceHistory
 from coevolve_signals import BoundaryDetector, ForgettingDetector, RareDetector, RareOptions, StepBatch
 from tests.signals.signals_testkit import groups_of, record
 

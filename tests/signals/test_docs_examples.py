@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from coevolve_sdk.config import Component
-from coevolve_sdk.registry import Registry
+from coevolve_sdk.config import ComponentConfig
+from coevolve_sdk.components.registry import Registry
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "signals.md"
 FENCE = re.compile(
@@ -52,7 +52,7 @@ def test_yaml_blocks_are_valid_detector_configs():
         if b["lang"] != "yaml" or b["marker"]:
             continue
         for item in yaml.safe_load(b["body"])["detectors"]:
-            comp = Component.model_validate(item)
+            comp = ComponentConfig.model_validate(item)
             reg.get("detector", comp.name).Options.model_validate(comp.options)
             checked += 1
     assert checked == 6  # the three detectors, and the small-run settings of the rare one

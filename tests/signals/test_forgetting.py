@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from coevolve_sdk.signals import CompetenceHistory
+from coevolve_sdk.evolution.signals import CompetenceHistory
 from coevolve_signals import ForgettingDetector, ForgettingOptions
 from tests.signals.signals_testkit import group, marked, walk
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from coevolve_sdk.signals import CompetenceHistory
+from coevolve_sdk.evolution.signals import CompetenceHistory
 
 
 def test_outcomes_keep_the_flag_the_rollout_set() -> None:

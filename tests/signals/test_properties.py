@@ -8,7 +8,7 @@ from collections import deque
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from coevolve_sdk.signals import CompetenceHistory
+from coevolve_sdk.evolution.signals import CompetenceHistory
 from coevolve_signals import (
     BoundaryDetector,
     ForgettingDetector,

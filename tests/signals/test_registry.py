@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import importlib.metadata as md
+import os
 import subprocess
 import sys
 
 import pytest
 
-from coevolve_sdk.registry import Registry
-from coevolve_sdk.signals import SignalDetector
+from coevolve_sdk.components.registry import Registry
+from coevolve_sdk.evolution.signals import SignalDetector
 
 
 def test_entry_point_is_installed():
@@ -44,5 +45,8 @@ def test_plugin_module_imports_no_detector_code():
         "assert not [m for m in sys.modules if m.startswith('coevolve_signals.') and m != 'coevolve_signals.plugin'], sorted(sys.modules); "
         "print('ok')"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    # no entry points: `import coevolve_sdk` (which the plugin's imports trigger) would otherwise
+    # build the registry and call the hook, which imports the detectors by design
+    env = {**os.environ, "COEVOLVE_LOAD_PLUGINS": ""}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=env)
     assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr

@@ -9,8 +9,8 @@ import pytest
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
-from coevolve_sdk.actions import format_tool_call  # noqa: E402
-from coevolve_sdk.types import Signal, Step, Task, Trajectory  # noqa: E402
+from coevolve_sdk.env.actions import format_tool_call  # noqa: E402
+from coevolve_sdk.records import Signal, Step, Task, Trajectory  # noqa: E402
 
 from .teacher_kv_env import KVEnv  # noqa: E402
 from .teacher_script import Script, Scripted  # noqa: E402

@@ -17,7 +17,7 @@ import litellm  # noqa: E402
 from litellm import CustomLLM, ModelResponse  # noqa: E402
 from litellm.types.utils import Choices, Message, Usage  # noqa: E402
 
-from coevolve_sdk.actions import format_tool_call  # noqa: E402
+from coevolve_sdk.env.actions import format_tool_call  # noqa: E402
 
 GOOD = [
     format_tool_call("set", {"key": "figs", "value": 3}),

@@ -12,9 +12,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from coevolve_sdk.actions import ActionParseError, format_tool_call, parse_tool_calls
-from coevolve_sdk.environment import AgentEnv, Outcome
-from coevolve_sdk.types import CandidateTask, Step, Task, ToolSpec
+from coevolve_sdk.env.actions import ActionParseError, format_tool_call, parse_tool_calls
+from coevolve_sdk.env.base import AgentEnv, Outcome
+from coevolve_sdk.records import CandidateTask, Step, Task, ToolSpec
 
 _S = {"type": "string"}
 

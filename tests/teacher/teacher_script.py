@@ -12,7 +12,7 @@ import threading
 import time
 from typing import Any, Callable
 
-from coevolve_sdk.actions import format_tool_call
+from coevolve_sdk.env.actions import format_tool_call
 
 Script = Callable[[str, list[dict[str, Any]]], Any]
 

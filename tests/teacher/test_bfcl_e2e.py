@@ -14,11 +14,11 @@ import pytest
 if importlib.util.find_spec("bfcl_eval") is None:  # pragma: no cover - depends on the install
     pytest.skip("bfcl-eval is not installed: python -m coevolve_bfcl.install", allow_module_level=True)
 
-from coevolve_sdk.actions import format_tool_call
-from coevolve_sdk.evolution import Evolver
-from coevolve_sdk.store import RunStore
-from coevolve_sdk.types import Signal, Trajectory
-from coevolve_sdk.validation import Validator
+from coevolve_sdk.env.actions import format_tool_call
+from coevolve_sdk.evolution.rounds import Evolver
+from coevolve_sdk.storage.store import RunStore
+from coevolve_sdk.records import Signal, Trajectory
+from coevolve_sdk.evolution.validation import Validator
 
 PLAN = [
     format_tool_call("mkdir", {"dir_name": "coevolve_notes"}),

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from coevolve_sdk.config import Component
-from coevolve_sdk.registry import get_registry
+from coevolve_sdk.config import ComponentConfig
+from coevolve_sdk.components.registry import get_registry
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "teacher.md"
 FENCE = re.compile(r"(?:<!-- needs: (?P<needs>[^>]+?) -->\n)?```(?P<lang>\w*)\n(?P<body>.*?)```", re.DOTALL)
@@ -37,7 +37,7 @@ def test_yaml_blocks_are_valid_teacher_configs():
     for lang, body, needs in blocks():
         if lang != "yaml":
             continue
-        comp = Component.model_validate(yaml.safe_load(body)["teacher"])
+        comp = ComponentConfig.model_validate(yaml.safe_load(body)["teacher"])
         cls = reg.get("teacher", comp.name)
         cls.Options.model_validate(comp.options)
         checked += 1

@@ -7,10 +7,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from coevolve_sdk.evolution import Evolver
+from coevolve_sdk.evolution.rounds import Evolver
 from coevolve_litellm import LiteLLMTeacher, LiteLLMTeacherOptions
-from coevolve_sdk.store import RunStore
-from coevolve_sdk.validation import Validator
+from coevolve_sdk.storage.store import RunStore
+from coevolve_sdk.evolution.validation import Validator
 
 from .teacher_script import good_teacher
 

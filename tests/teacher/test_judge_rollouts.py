@@ -7,9 +7,9 @@ import json
 from pathlib import Path
 
 from coevolve_sdk.config import RunConfig
-from coevolve_sdk.judge import second_opinion
-from coevolve_sdk.loop import CoEvolveLoop
-from coevolve_sdk.types import RolloutGroup, Step, Task, Trajectory
+from coevolve_sdk.evolution.judge import judge_step
+from coevolve_sdk.run.loop import CoEvolveLoop
+from coevolve_sdk.records import RolloutGroup, Step, Task, Trajectory
 from tests.core.test_loop_cli import TOY
 
 
@@ -26,7 +26,7 @@ def test_a_success_the_judge_rejects_becomes_a_failure(scripted, tmp_path: Path)
     failed = Trajectory(task_id=task.id, score=0.0, success=False)
     seed_traj = Trajectory(task_id=seed.id, score=1.0, success=True)
     groups = [RolloutGroup(task=task, step=1, trajectories=[*trajs, failed]), RolloutGroup(task=seed, step=1, trajectories=[seed_traj])]
-    stats = second_opinion(loop.teacher, groups, loop.store, loop.step)  # what the loop calls when judge_rollouts is 'confirm'
+    stats = judge_step(loop.teacher, loop.algorithm, groups, groups, loop.store, loop.step)  # what the loop calls when judge_rollouts is 'confirm'
     assert stats["judge/calls"] == 2 and stats["judge/rejected"] == 1
     assert s.stages() == ["judge", "judge"]  # only successes on synthetic tasks are judged
     assert [(t.score, t.success, t.info.get("judge")) for t in groups[0].trajectories] == [(0.0, False, False), (1.0, True, True), (0.0, False, None)]

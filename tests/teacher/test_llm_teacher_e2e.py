@@ -8,9 +8,9 @@ import pytest
 from .teacher_script import REFLECTION, SEED_ACTIONS, good_teacher
 
 from coevolve_litellm import LiteLLMTeacher, LiteLLMTeacherOptions
-from coevolve_sdk.teacher import usage_meter
-from coevolve_sdk.types import TeacherUsage
-from coevolve_sdk.validation import Validator
+from coevolve_sdk.evolution.teacher import usage_meter
+from coevolve_sdk.records import TeacherUsage
+from coevolve_sdk.evolution.validation import Validator
 
 
 def make_teacher(**kw) -> LiteLLMTeacher:
@@ -139,7 +139,7 @@ def test_threads_share_the_concurrency_limit(scripted, seed_task, signalled):
 
 @pytest.mark.parametrize("kind,phrase", [("boundary", "border between success and failure"), ("rare", "rarely seen situation"), ("my-new-kind", "discover what can be done")])
 def test_guidance_per_signal_kind(scripted, env, seed_task, kind, phrase):
-    from coevolve_sdk.types import ExplorationContext
+    from coevolve_sdk.records import ExplorationContext
 
     provider = scripted(good_teacher)
     make_teacher(rounds=1, steps_per_round=1).explore(env, seed_task, ExplorationContext(signal_kind=kind, summary="s"))

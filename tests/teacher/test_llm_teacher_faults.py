@@ -8,12 +8,12 @@ import pickle
 import pytest
 from .teacher_script import REFLECTION, good_teacher
 
-from coevolve_sdk.actions import format_tool_call
+from coevolve_sdk.env.actions import format_tool_call
 from coevolve_sdk.errors import BudgetExhausted, CoEvolveError
 from coevolve_litellm import LiteLLMTeacher, LiteLLMTeacherOptions, TeacherBudget
-from coevolve_sdk.teacher import usage_meter
-from coevolve_sdk.types import ExplorationContext, Triplet
-from coevolve_sdk.validation import Validator
+from coevolve_sdk.evolution.teacher import usage_meter
+from coevolve_sdk.records import ExplorationContext, Triplet
+from coevolve_sdk.evolution.validation import Validator
 
 
 def make_teacher(**kw) -> LiteLLMTeacher:

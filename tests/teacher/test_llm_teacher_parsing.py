@@ -175,7 +175,7 @@ def test_options_are_strict_and_never_hold_a_key(monkeypatch):
 def test_registered_and_importing_the_sdk_never_imports_litellm():
     code = (
         "import sys, coevolve_sdk, coevolve_litellm.teacher as m\n"
-        "from coevolve_sdk.registry import get_registry\n"
+        "from coevolve_sdk.components.registry import get_registry\n"
         "r = get_registry()\n"
         "assert r.get('teacher', 'litellm') is m.LiteLLMTeacher, r\n"
         "assert r.info('teacher', 'litellm').distribution == 'coevolve-litellm', r.info('teacher', 'litellm')\n"

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from coevolve_sdk.actions import format_tool_call
-from coevolve_sdk.context import RunContext
-from coevolve_sdk.types import Signal, Step, Trajectory
-from coevolve_sdk.validation import Validator
+from coevolve_sdk.env.actions import format_tool_call
+from coevolve_sdk.components.context import RunContext
+from coevolve_sdk.records import Signal, Step, Trajectory
+from coevolve_sdk.evolution.validation import Validator
 from tests.grpo.smollm2 import smollm2_folder
 
 

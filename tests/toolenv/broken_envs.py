@@ -7,10 +7,10 @@ from typing import Any
 
 from coevolve_kvstore import KVStoreEnv
 
-from coevolve_sdk.actions import format_tool_call
-from coevolve_sdk.environment import Outcome
-from coevolve_sdk.hooks import hookimpl
-from coevolve_sdk.types import Task
+from coevolve_sdk.env.actions import format_tool_call
+from coevolve_sdk.env.base import Outcome
+from coevolve_sdk.components.hooks import hookimpl
+from coevolve_sdk.records import Task
 
 
 class FailingReference(KVStoreEnv):

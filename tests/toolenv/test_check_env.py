@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from coevolve_kvstore import KVStoreEnv
 
-from coevolve_sdk.testing import CONTRACTS, EnvCheckError, check_env, malformed_actions
+from coevolve_sdk.authoring.check import CONTRACTS, EnvCheckError, check_env, malformed_actions
 from tests.toolenv import broken_envs as b
 from tests.toolenv.test_toolenv import Lamps
 

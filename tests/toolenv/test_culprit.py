@@ -12,12 +12,13 @@ from typing import Any
 import pytest
 from coevolve_kvstore import KVStoreEnv
 
-from coevolve_sdk.actions import format_tool_call
-from coevolve_sdk.culprit import ComponentError, blame, checked_tasks, component_kind
+from coevolve_sdk.env.actions import format_tool_call
+from coevolve_sdk.components.blame import ComponentError, blame, component_kind
+from coevolve_sdk.env.contract import checked_tasks
 from coevolve_sdk.errors import ConfigError
-from coevolve_sdk.teacher import RandomExplorer
-from coevolve_sdk.types import CandidateTask, ExplorationContext, Task
-from coevolve_sdk.validation import Validator
+from coevolve_sdk.evolution.teacher import RandomExplorer
+from coevolve_sdk.records import CandidateTask, ExplorationContext, Task
+from coevolve_sdk.evolution.validation import Validator
 from tests.toolenv import broken_envs
 
 

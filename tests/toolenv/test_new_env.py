@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from coevolve_sdk.scaffold import ScaffoldError, new_env, plugin_names
+from coevolve_sdk.authoring.scaffold import ScaffoldError, new_env, plugin_names
 from tests.docs.runner import overlay_env
 
 

@@ -12,11 +12,11 @@ from gymnasium.utils.env_checker import check_env as gym_check_env
 from hypothesis import given, settings, strategies as st
 from pydantic import Field
 
-from coevolve_sdk.actions import format_tool_call, parse_tool_calls
-from coevolve_sdk.rubric import Check, Rubric, answer_matches, state_matches
-from coevolve_sdk.toolenv import ToolEnv, ToolError, call, from_state, parse_docstring, tool
-from coevolve_sdk.types import CandidateTask, Task
-from coevolve_sdk.validation import Validator
+from coevolve_sdk.env.actions import format_tool_call, parse_tool_calls
+from coevolve_sdk.env.rubric import Check, Rubric, answer_matches, state_matches
+from coevolve_sdk.env.toolenv import ToolEnv, ToolError, call, from_state, parse_docstring, tool
+from coevolve_sdk.records import CandidateTask, Task
+from coevolve_sdk.evolution.validation import Validator
 
 ROOMS = ["hall", "kitchen", "study"]
 
@@ -232,7 +232,7 @@ def test_a_sampler_can_depend_on_the_arguments_drawn_before_it() -> None:
 
 def test_describe_phrases_calls_with_templates() -> None:
     env = fresh()
-    from coevolve_sdk.types import Step
+    from coevolve_sdk.records import Step
 
     steps = [Step(action=call("switch_on", room="hall"), observation=""), Step(action="<tool_call>oops", observation=""),
              Step(action=call("dim", room="hall", level=2) + call("explode", room="x"), observation="")]

@@ -11,10 +11,10 @@ from typing import Annotated
 import pytest
 import yaml
 
-from coevolve_sdk.culprit import GraderError, ToolReturnTypeError
-from coevolve_sdk.registry import Registry
-from coevolve_sdk.testing import check_env
-from coevolve_sdk.toolenv import ToolEnv, call, from_state, tool
+from coevolve_sdk.env.contract import GraderError, ToolReturnTypeError
+from coevolve_sdk.components.registry import Registry
+from coevolve_sdk.authoring.check import check_env
+from coevolve_sdk.env.toolenv import ToolEnv, call, from_state, tool
 from tests.conftest import coevolve_cmd
 from tests.toolenv import user_error_envs as u
 
@@ -153,7 +153,7 @@ def test_a_tool_without_a_type_hint_is_named_without_a_path_hint(tmp_path: Path,
     pkg = tmp_path / "hintless_plugin"
     pkg.mkdir()
     (pkg / "__init__.py").write_text(textwrap.dedent('''
-        from coevolve_sdk.toolenv import ToolEnv, tool
+        from coevolve_sdk.env.toolenv import ToolEnv, tool
 
 
         class Hintless(ToolEnv):

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from coevolve_sdk.hooks import hookimpl
-from coevolve_sdk.rubric import Check, Rubric, state_matches
-from coevolve_sdk.toolenv import ToolEnv, call, from_state, tool
-from coevolve_sdk.types import Task
+from coevolve_sdk.components.hooks import hookimpl
+from coevolve_sdk.env.rubric import Check, Rubric, state_matches
+from coevolve_sdk.env.toolenv import ToolEnv, call, from_state, tool
+from coevolve_sdk.records import Task
 
 
 def ratio(env: Any) -> float:

@@ -15,7 +15,7 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from coevolve_sdk.context import RunContext  # noqa: E402
+from coevolve_sdk.components.context import RunContext  # noqa: E402
 
 from .fake_engine import FakeLLM  # noqa: E402
 
@@ -153,12 +153,12 @@ def test_a_silent_sync_failure_shows_in_the_probe(tiny_ckpt: Path, vllm_types: A
 
 def test_core_rollout_multi_turn_token_accounting(tiny_ckpt: Path, vllm_types: Any, tmp_path: Path) -> None:
     from coevolve_grpo.testing import PickToolEnv
-    from coevolve_sdk.rollout import EnvPool, RolloutSettings, collect_groups
+    from coevolve_sdk import EnvPool, RolloutConfig, collect_groups
 
     pol, fake = make_policy(tiny_ckpt, vllm_types, tmp_path)
     env = PickToolEnv(max_steps=2)
     tasks = env.tasks()[:2]
-    settings = RolloutSettings(group_size=3, max_new_tokens=8, temperature=1.0, max_context_tokens=512)
+    settings = RolloutConfig(group_size=3, max_new_tokens=8, temperature=1.0, max_context_tokens=512)
     groups = collect_groups(pol, EnvPool(lambda: PickToolEnv(max_steps=2)), tasks, settings, step=1)
     calls = [c[1] for c in fake.calls if c[0] == "generate"]
     first_turn = calls[1]  # calls[0] is the probe of the initial sync
@@ -176,7 +176,7 @@ def test_core_rollout_multi_turn_token_accounting(tiny_ckpt: Path, vllm_types: A
 def test_plugin_registers_the_policy_and_after_update_syncs(tiny_ckpt: Path, vllm_types: Any, tmp_path: Path) -> None:
     """The core loop calls ``after_update()`` on every process after each optimisation step: the
     engine syncs there and the sync's metrics join the step's metrics."""
-    from coevolve_sdk.registry import Registry
+    from coevolve_sdk.components.registry import Registry
     from coevolve_vllm.policy import VLLMPolicy
 
     reg = Registry()
@@ -213,12 +213,12 @@ def test_grpo_trains_the_vllm_policy_through_the_declared_seam(tiny_ckpt: Path, 
     sleep; ``after_update`` syncs; a checkpoint loaded through ``load`` reaches the engine."""
     from coevolve_grpo.algorithm import GRPO, GRPOOptions
     from coevolve_grpo.testing import PickToolEnv
-    from coevolve_sdk.rollout import EnvPool, RolloutSettings, collect_groups
+    from coevolve_sdk import EnvPool, RolloutConfig, collect_groups
 
     pol, fake = make_policy(tiny_ckpt, vllm_types, tmp_path)
     alg = GRPO(GRPOOptions(lr=5e-2, beta=0.0, cpu=True, seed=0), pol.context)
     pool = EnvPool(lambda: PickToolEnv(max_steps=2))
-    settings = RolloutSettings(group_size=4, max_new_tokens=8, temperature=1.0, max_context_tokens=512)
+    settings = RolloutConfig(group_size=4, max_new_tokens=8, temperature=1.0, max_context_tokens=512)
     groups = collect_groups(pol, pool, PickToolEnv().tasks()[:2], settings, step=1, seed=1)
     assert weights_equal(pol, fake)
     pol.before_update()  # what the loop does around Algorithm.step

@@ -6,17 +6,17 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from coevolve_sdk.config import Component, RunConfig
-from coevolve_sdk.pool import TaskPool
-from coevolve_sdk.scheduler import EvolutionScheduler
-from coevolve_sdk.store import RunStore
-from coevolve_sdk.teacher import RandomExplorer
+from coevolve_sdk.config import ComponentConfig, RunConfig
+from coevolve_sdk.evolution.pool import TaskPool
+from coevolve_sdk.evolution.scheduler import EvolutionScheduler
+from coevolve_sdk.storage.store import RunStore
+from coevolve_sdk.evolution.teacher import RandomExplorer
 from coevolve_warehouse.env import WarehouseEnv
 
 
 def random_scheduler(db: Path, *, steps: int, seed_tasks: int, **evolution: Any) -> tuple[EvolutionScheduler, RunStore]:
-    cfg = RunConfig(run_dir=str(db.parent), environment=Component(name="warehouse"), policy=Component(name="tiny"),
-                    algorithm=Component(name="grpo"), training={"steps": steps},  # type: ignore[arg-type]
+    cfg = RunConfig(run_dir=str(db.parent), environment=ComponentConfig(name="warehouse"), policy=ComponentConfig(name="tiny"),
+                    algorithm=ComponentConfig(name="grpo"), training={"steps": steps},  # type: ignore[arg-type]
                     evolution={"guidance": "random", "workers": 1, **evolution})  # type: ignore[arg-type]
     store = RunStore(db)
     pool = TaskPool(store)

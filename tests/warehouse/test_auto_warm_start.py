@@ -9,8 +9,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from coevolve_sdk.context import RunContext  # noqa: E402
-from coevolve_sdk.rollout import EnvPool, RolloutSettings, collect_groups  # noqa: E402
+from coevolve_sdk.components.context import RunContext  # noqa: E402
+from coevolve_sdk import EnvPool, RolloutConfig, collect_groups  # noqa: E402
 from coevolve_grpo.algorithm import GRPO, AutoWarmStart, GRPOOptions, WarmStartOptions, _hold_aside  # noqa: E402
 from coevolve_grpo.policies import TinyPolicy  # noqa: E402
 from coevolve_warehouse.env import WarehouseEnv  # noqa: E402
@@ -42,7 +42,7 @@ def test_auto_warm_start_stops_on_a_plateau_and_its_measure_is_what_greedy_rollo
     # teacher-forced count is never above the rollouts' count)
     probe = tasks[:32]
     share = alg.exact_match(policy.module, alg.warm_start_examples(probe))
-    groups = collect_groups(policy, EnvPool(make), probe, RolloutSettings(group_size=1, max_new_tokens=40, temperature=0.0),
+    groups = collect_groups(policy, EnvPool(make), probe, RolloutConfig(group_size=1, max_new_tokens=40, temperature=0.0),
                             step=0, greedy=True)
     repeated = [g.trajectories[0] for g in groups]
     same = sum(1 for t, task in zip(repeated, probe) if [s.action.strip() for s in t.steps][: len(task.reference_actions)]

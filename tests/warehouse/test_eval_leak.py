@@ -9,14 +9,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from coevolve_sdk.config import Component, RunConfig
-from coevolve_sdk.evolution import Evolver
-from coevolve_sdk.scheduler import EvolutionScheduler
-from coevolve_sdk.store import RunStore
-from coevolve_sdk.pool import TaskPool
-from coevolve_sdk.teacher import RandomExplorer
-from coevolve_sdk.types import CandidateTask, Signal, Step, Trajectory
-from coevolve_sdk.validation import EVAL_REQUEST_REASON, Validator, evaluation_requests, normalise_request
+from coevolve_sdk.config import ComponentConfig, RunConfig
+from coevolve_sdk.evolution.rounds import Evolver
+from coevolve_sdk.evolution.scheduler import EvolutionScheduler
+from coevolve_sdk.storage.store import RunStore
+from coevolve_sdk.evolution.pool import TaskPool
+from coevolve_sdk.evolution.teacher import RandomExplorer
+from coevolve_sdk.records import CandidateTask, Signal, Step, Trajectory
+from coevolve_sdk.evolution.validation import EVAL_REQUEST_REASON, Validator, evaluation_requests, normalise_request
 from coevolve_warehouse.env import WarehouseEnv
 
 
@@ -54,8 +54,8 @@ def test_a_candidate_asking_a_test_request_is_rejected_with_its_own_reason() -> 
 
 
 def _config(tmp_path: Path, **pool) -> RunConfig:
-    return RunConfig(run_dir=str(tmp_path), environment=Component(name="warehouse"), policy=Component(name="tiny"),
-                     algorithm=Component(name="grpo"), pool=pool or {})  # type: ignore[arg-type]
+    return RunConfig(run_dir=str(tmp_path), environment=ComponentConfig(name="warehouse"), policy=ComponentConfig(name="tiny"),
+                     algorithm=ComponentConfig(name="grpo"), pool=pool or {})  # type: ignore[arg-type]
 
 
 def test_rounds_and_an_explored_seed_pool_reject_and_count_test_requests(tmp_path: Path) -> None:

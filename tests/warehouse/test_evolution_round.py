@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from coevolve_sdk.evolution import Evolver
-from coevolve_sdk.store import RunStore
-from coevolve_sdk.teacher import RandomExplorer
-from coevolve_sdk.types import Signal, Step, Trajectory
-from coevolve_sdk.validation import Validator
+from coevolve_sdk.evolution.rounds import Evolver
+from coevolve_sdk.storage.store import RunStore
+from coevolve_sdk.evolution.teacher import RandomExplorer
+from coevolve_sdk.records import Signal, Step, Trajectory
+from coevolve_sdk.evolution.validation import Validator
 from coevolve_warehouse.env import WarehouseEnv
 
 

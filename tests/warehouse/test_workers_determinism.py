@@ -13,12 +13,12 @@ import time
 from pathlib import Path
 
 from coevolve_sdk.config import RunConfig
-from coevolve_sdk.evolution import Evolver
-from coevolve_sdk.loop import CoEvolveLoop
-from coevolve_sdk.store import RunStore
-from coevolve_sdk.teacher import RandomExplorer
-from coevolve_sdk.types import Signal, Step, Trajectory
-from coevolve_sdk.validation import Validator
+from coevolve_sdk.evolution.rounds import Evolver
+from coevolve_sdk.run.loop import CoEvolveLoop
+from coevolve_sdk.storage.store import RunStore
+from coevolve_sdk.evolution.teacher import RandomExplorer
+from coevolve_sdk.records import Signal, Step, Trajectory
+from coevolve_sdk.evolution.validation import Validator
 from coevolve_warehouse.env import WarehouseEnv
 from tests.core.test_loop_cli import TOY
 

@@ -9,12 +9,12 @@ import json
 import numpy as np
 import pytest
 
-from coevolve_sdk.actions import format_tool_call
-from coevolve_sdk.teacher import RandomExplorer
-from coevolve_sdk.testing import check_env
-from coevolve_sdk.types import CandidateTask, ExplorationContext, Step
-from coevolve_sdk.validation import Validator
-from coevolve_sdk.variation import vary_actions
+from coevolve_sdk.env.actions import format_tool_call
+from coevolve_sdk.evolution.teacher import RandomExplorer
+from coevolve_sdk.authoring.check import check_env
+from coevolve_sdk.records import CandidateTask, ExplorationContext, Step
+from coevolve_sdk.evolution.validation import Validator
+from coevolve_sdk.evolution.variation import vary_actions
 from coevolve_warehouse import world
 from coevolve_warehouse.env import WarehouseEnv
 
@@ -141,7 +141,7 @@ def test_a_variation_keeps_the_skill_and_changes_the_values(env: WarehouseEnv) -
 
 
 def test_the_random_explorer_varies_a_signalled_task(env: WarehouseEnv) -> None:
-    from coevolve_sdk.types import Signal, Trajectory
+    from coevolve_sdk.records import Signal, Trajectory
 
     clear = next(t for t in env.tasks("train") + env.tasks("dev") + env.tasks("test") if t.payload["skills"] == ["clear"])
     teacher = RandomExplorer(RandomExplorer.Options(rounds=3, steps_per_round=3, max_actions=3, variation=1.0))

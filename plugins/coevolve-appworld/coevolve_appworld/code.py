@@ -37,7 +37,7 @@ def extract_code(action: str) -> str:
     if len(action) > MAX_CODE_CHARS:
         raise NoCodeError(f"the action is {len(action)} characters long; the limit is {MAX_CODE_CHARS}")
     if "<tool_call>" in action:
-        from coevolve_sdk.actions import ActionParseError, parse_tool_calls
+        from coevolve_sdk import ActionParseError, parse_tool_calls
 
         try:
             calls = parse_tool_calls(action)

@@ -19,12 +19,35 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from coevolve_sdk.environment import AgentEnv, EnvOptions, Outcome
-from coevolve_sdk.types import CandidateTask, Step, Task, ToolSpec, Trajectory
+from coevolve_sdk import (
+    AgentEnv,
+    CandidateTask,
+    EnvOptions,
+    Outcome,
+    Step,
+    Task,
+    ToolSpec,
+    Trajectory,
+)
 
-from .code import TOOL_NAME, NoCodeError, api_calls, call_arguments, describe_call, extract_code, fence
+from .code import (
+    TOOL_NAME,
+    NoCodeError,
+    api_calls,
+    call_arguments,
+    describe_call,
+    extract_code,
+    fence,
+)
 from .grading import GradeReport, grade_outcome
-from .pool import PoolExhausted, Worker, WorkerError, WorkerFailure, WorkerPool, shared_pool
+from .pool import (
+    PoolExhausted,
+    Worker,
+    WorkerError,
+    WorkerFailure,
+    WorkerPool,
+    shared_pool,
+)
 from .runtime import SPLITS, Runtime, load_runtime
 
 __all__ = ["AppWorldEnv", "AppWorldOptions"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from coevolve_sdk.hooks import hookimpl
+from coevolve_sdk import hookimpl
 
 
 @hookimpl

@@ -112,9 +112,6 @@ class Worker:
         except (OSError, ValueError):
             pass
 
-    def output_tail(self) -> str:
-        return "\n".join(self._tail)
-
     def alive(self) -> bool:
         return self.proc.poll() is None
 

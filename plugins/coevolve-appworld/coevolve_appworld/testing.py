@@ -10,8 +10,7 @@ from __future__ import annotations
 import ast
 from typing import Any
 
-from coevolve_sdk.policy import Generation, Policy
-from coevolve_sdk.types import Task
+from coevolve_sdk import Generation, Policy, Task
 
 from .code import NoCodeError, extract_code, fence
 

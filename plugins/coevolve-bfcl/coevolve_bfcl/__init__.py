@@ -6,14 +6,11 @@ episode or lists its tasks. See ``docs/bfcl.md`` for installation, options and s
 
 from __future__ import annotations
 
+from coevolve_sdk import lazy_exports
+
 __version__ = "0.1.0"
 
 __all__ = ["BFCLMultiTurnEnv", "BFCLOptions", "__version__"]
 
 
-def __getattr__(name: str):  # lazy, so `import coevolve_bfcl` stays light
-    if name in ("BFCLMultiTurnEnv", "BFCLOptions"):
-        from . import env
-
-        return getattr(env, name)
-    raise AttributeError(name)
+__getattr__, __dir__ = lazy_exports(__name__, {"BFCLMultiTurnEnv": ".env", "BFCLOptions": ".env"})  # `import coevolve_bfcl` stays light

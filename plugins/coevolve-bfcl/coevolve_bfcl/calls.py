@@ -3,7 +3,7 @@
 Two formats are accepted:
 
 * Hermes/Qwen blocks ``<tool_call>{"name": ..., "arguments": {...}}</tool_call>`` (several per
-  message), read by :func:`coevolve_sdk.actions.parse_tool_calls` (``json`` only);
+  message), read by :func:`coevolve_sdk.env.actions.parse_tool_calls` (``json`` only);
 * BFCL's python-call list ``[cd(folder="docs"), ls(a=True)]``, read with ``ast.parse`` and
   ``ast.literal_eval`` on each argument. Only plain literals are accepted as arguments (strings,
   numbers, booleans, None, lists, tuples, dicts); names, attribute access, nested calls,
@@ -23,7 +23,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from coevolve_sdk.actions import MAX_ACTION_CHARS, ActionParseError, ToolCall, parse_tool_calls
+from coevolve_sdk import MAX_ACTION_CHARS, ActionParseError, ToolCall, parse_tool_calls
 
 __all__ = [
     "CallError", "ParsedAction", "parse_action", "parse_python_calls", "check_arguments",

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from coevolve_sdk.types import Step
+from coevolve_sdk import Step
 
 from .calls import parse_action
 

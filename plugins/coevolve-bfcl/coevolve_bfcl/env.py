@@ -20,13 +20,28 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import Field
 
-from coevolve_sdk.actions import ActionParseError, format_tool_call
-from coevolve_sdk.context import RunContext
-from coevolve_sdk.environment import AgentEnv, EnvOptions, Outcome
-from coevolve_sdk.types import CandidateTask, Step, Task, ToolSpec
+from coevolve_sdk import (
+    ActionParseError,
+    AgentEnv,
+    CandidateTask,
+    EnvOptions,
+    Outcome,
+    RunContext,
+    Step,
+    Task,
+    ToolSpec,
+    format_tool_call,
+)
 
 from . import _bfcl
-from .calls import CallError, call_to_toolcall, canonical_call, check_arguments, format_result, parse_action
+from .calls import (
+    CallError,
+    call_to_toolcall,
+    canonical_call,
+    check_arguments,
+    format_result,
+    parse_action,
+)
 from .describe import describe_steps
 from .sampling import sample_call
 from .splits import split_of

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from coevolve_sdk.hooks import hookimpl
+from coevolve_sdk import hookimpl
 
 
 @hookimpl
@@ -30,8 +30,7 @@ def register_commands(cli) -> None:  # type: ignore[no-untyped-def]
         from rich.console import Console
         from rich.table import Table
 
-        from coevolve_sdk.errors import CoEvolveError
-        from coevolve_sdk.loop import evaluate_run
+        from coevolve_sdk import CoEvolveError, evaluate_run
 
         console = Console()
         table = Table(title=f"BFCL multi-turn accuracy, split '{split}'")

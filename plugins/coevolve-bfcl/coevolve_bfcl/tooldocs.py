@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from coevolve_sdk.types import ToolSpec
+from coevolve_sdk import ToolSpec
 
 _TYPE_MAP = {"dict": "object", "float": "number", "tuple": "array", "any": None}
 _TOOL_DESC = re.compile(r"Tool description:\s*(.*)", re.DOTALL)

@@ -21,11 +21,17 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from coevolve_sdk.algorithm import Algorithm, CheckpointError, policy_dir
-from coevolve_sdk.context import RunContext
-from coevolve_sdk.policy import TrainablePolicy
-from coevolve_sdk.types import RolloutGroup, Task
+from coevolve_sdk import (
+    Algorithm,
+    CheckpointError,
+    RolloutGroup,
+    RunContext,
+    Task,
+    TrainablePolicy,
+    policy_dir,
+)
 
+from .processes import AccelerateProcesses
 from .packing import Example, micro_batches, sample_batches
 
 __all__ = ["GRPO", "GRPOOptions", "WarmStartOptions", "AutoWarmStart"]
@@ -178,6 +184,7 @@ class GRPO(Algorithm):
         self.policy = policy
         self.accelerator = Accelerator(cpu=o.cpu or not torch.cuda.is_available(), mixed_precision=o.mixed_precision)
         acc = self.accelerator
+        self._processes = AccelerateProcesses(acc, before_broadcast=self._sync_once)
         torch.manual_seed((o.seed if o.seed is not None else context.seed) * 1009 + acc.process_index)
         model = policy.module
         model.train()
@@ -208,96 +215,40 @@ class GRPO(Algorithm):
 
     # ------------------------------------------------------------------ distribution
     @property
-    def world_size(self) -> int:
-        return int(self.accelerator.num_processes)
-
-    @property
-    def rank(self) -> int:
-        return int(self.accelerator.process_index)
-
-    @property
-    def is_main_process(self) -> bool:
-        return bool(self.accelerator.is_main_process)
-
-    def broadcast(self, obj: Any) -> Any:
-        if self.world_size == 1:
-            return obj
-        self._sync_once()
-        return self._broadcast(obj)
-
-    def _broadcast(self, obj: Any) -> Any:
-        from accelerate.utils import broadcast_object_list
-
-        box = [obj if self.is_main_process else None]
-        broadcast_object_list(box, from_process=0)
-        return box[0]
+    def processes(self) -> AccelerateProcesses:
+        return self._processes
 
     def _sync_once(self) -> None:
         """Bring every process to the main process's weights if the main process changed them
         outside the collective path (the warm start, which the core loop runs on the main
         process only). Called by ``broadcast`` and ``step``, which every process calls in the
         same order; costs one tiny object broadcast when nothing changed."""
-        if self.world_size == 1:
+        if self._processes.world_size == 1:
             self._dirty = False
             return
         import torch
         import torch.distributed as dist
 
-        dirty = self._broadcast(self._dirty if self.is_main_process else None)
+        dirty = self._processes.send(self._dirty if self._processes.is_main_process else None)
         self._dirty = False
         if not dirty:
             return
-        if not self.is_main_process:
+        if not self._processes.is_main_process:
             self.policy.before_update()  # this process's weights are about to change
         module = self.policy.module  # full weights: the trained module itself, or FSDP's decoding copy
         with torch.no_grad():
             for t in list(module.parameters()) + list(module.buffers()):
                 dist.broadcast(t.data, src=0)
         if self._sharded:
-            from torch.distributed.checkpoint.state_dict import StateDictOptions, set_model_state_dict
+            from torch.distributed.checkpoint.state_dict import (
+                StateDictOptions,
+                set_model_state_dict,
+            )
 
             set_model_state_dict(self.model, module.state_dict(), options=StateDictOptions(full_state_dict=True))
         if dirty == "reset_reference":
             self._snapshot_reference()
         self.counters.warm_started = True
-
-    def gather(self, items: list[Any]) -> list[Any]:
-        if self.world_size == 1:
-            return list(items)
-        import torch.distributed as dist
-
-        parts: list[Any] = [None] * self.world_size
-        dist.all_gather_object(parts, list(items))
-        return [x for part in parts for x in part]
-
-    def barrier(self) -> None:
-        self.accelerator.wait_for_everyone()
-
-    def close(self) -> None:
-        """Tear the process group down ourselves: left to interpreter exit, gloo's threads can
-        be destroyed while still joinable, and the C++ runtime aborts the process (seen as a
-        random SIGABRT of one rank after a run that had finished)."""
-        import torch.distributed as dist
-
-        if dist.is_available() and dist.is_initialized():
-            dist.destroy_process_group()
-
-    def _sum(self, values: list[float]) -> list[float]:
-        """Sum a few numbers over all processes."""
-        if self.world_size == 1:
-            return list(values)
-        import torch
-
-        t = torch.tensor(values, dtype=torch.float64, device=self.accelerator.device)
-        return self.accelerator.reduce(t, reduction="sum").tolist()
-
-    def _max(self, value: int) -> int:
-        if self.world_size == 1:
-            return value
-        import torch
-
-        t = torch.tensor([value], dtype=torch.long, device=self.accelerator.device)
-        return int(self.accelerator.gather(t).max().item())
 
     # ------------------------------------------------------------------ schedule and reference
     def _lr_factor(self, step: int) -> float:
@@ -318,7 +269,10 @@ class GRPO(Algorithm):
         """FSDP only: gather the full weights (every process calls this) into the decoding copy."""
         if not self._sharded:
             return
-        from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
+        from torch.distributed.checkpoint.state_dict import (
+            StateDictOptions,
+            get_model_state_dict,
+        )
 
         full = get_model_state_dict(self.model, options=StateDictOptions(full_state_dict=True, cpu_offload=False))
         self.policy.module.load_state_dict(full, strict=False)
@@ -449,21 +403,21 @@ class GRPO(Algorithm):
             m[0] = 0.0
             masks.append(m)
         local = [float(sum(1 for g in groups if g)), float(len(seqs)), float(sum(float(m.sum()) for m in masks))]
-        tot_groups, tot_seqs, tot_tokens = self._sum(local)
+        tot_groups, tot_seqs, tot_tokens = self._processes.sum(local)
         weights = token_weights(
             masks, [s.group for s in seqs], o.loss_norm,
             total_groups=max(tot_groups, 1.0), total_sequences=max(tot_seqs, 1.0), total_tokens=max(tot_tokens, 1.0),
             constant=o.norm_constant,
         )
-        scale = float(self.world_size)  # DDP averages gradients over processes
+        scale = float(self._processes.world_size)  # DDP averages gradients over processes
         mb = o.micro_batch_size
-        n_micro = self._max(math.ceil(len(seqs) / mb) if seqs else 0)
+        n_micro = self._processes.max(math.ceil(len(seqs) / mb) if seqs else 0)
         sums = {"loss": 0.0, "pg": 0.0, "kl": 0.0, "tokens": 0.0, "clipped_low": 0.0, "clipped_high": 0.0, "ratio_sum": 0.0,
                 "kl_sum": 0.0, "mismatch_abs_sum": 0.0, "mismatch_max": 0.0, "mismatch_tokens": 0.0}
         for i in range(n_micro):
             chunk = seqs[i * mb : (i + 1) * mb]
             last = i == n_micro - 1
-            ctx = acc.no_sync(self.model) if (not last and self.world_size > 1) else contextlib.nullcontext()
+            ctx = acc.no_sync(self.model) if (not last and self._processes.world_size > 1) else contextlib.nullcontext()
             with ctx:
                 if not chunk:
                     # Keep the collectives in step with the other processes: a forward whose
@@ -579,7 +533,7 @@ class GRPO(Algorithm):
         self.counters.step += 1
         self._refresh_full_copy()
         keys = ["tokens", "clipped_low", "clipped_high", "ratio_sum", "kl_sum", "mismatch_abs_sum", "mismatch_tokens", "loss", "pg", "kl"]
-        g = self._sum([totals.get(k, 0.0) for k in keys] + [gstats[k] for k in ("groups", "equal_reward_groups", "reward_sum", "reward_sq_sum", "trajectories", "success_sum")])
+        g = self._processes.sum([totals.get(k, 0.0) for k in keys] + [gstats[k] for k in ("groups", "equal_reward_groups", "reward_sum", "reward_sq_sum", "trajectories", "success_sum")])
         s = dict(zip(keys + ["groups", "equal_reward_groups", "reward_sum", "reward_sq_sum", "trajectories", "success_sum"], g))
         tok = max(s["tokens"], 1.0)
         n = max(s["trajectories"], 1.0)
@@ -667,7 +621,7 @@ class GRPO(Algorithm):
         # FSDP, the decoding copy, which reaches the shards at the next sync.
         self.policy.before_update()
         module = self.policy.module
-        if ws.cache and self.world_size == 1:
+        if ws.cache and self._processes.world_size == 1:
             from .warm_cache import cache_lock, load_entry, save_entry, warm_start_key
 
             root = Path(ws.cache)
@@ -706,7 +660,7 @@ class GRPO(Algorithm):
         best, best_step, best_conv, best_state, since_best, done = -1.0, 0, 0.0, None, 0, 0
         checks: list[float] = []
         for step_i, idx in enumerate(sample_batches(len(train), total, ws.batch_size, self.context.seed + 17)):
-            if self.is_main_process:
+            if self._processes.is_main_process:
                 self.context.progress("warm start", step_i, total)
             loss, n_tok, n_in = self.sft_backward(module, [train[i] for i in idx])
             if ws.max_grad_norm is not None:
@@ -726,7 +680,7 @@ class GRPO(Algorithm):
                     best_state = {k: v.detach().clone() for k, v in module.state_dict().items()}
                 else:
                     since_best += 1
-                if self.is_main_process:
+                if self._processes.is_main_process:
                     self.context.log(f"warm start: step {done}, held-aside turns reproduced {share:.3f}, whole conversations "
                                      f"{conv_share:.3f} (best turns {best:.3f} at step {best_step})")
                 # a share still at zero is no plateau: the model has not reached the level where it is measured
@@ -734,7 +688,7 @@ class GRPO(Algorithm):
                     break
         if auto and best_state is not None and best_step != done:
             module.load_state_dict(best_state)
-        if self.is_main_process:
+        if self._processes.is_main_process:
             self.context.progress("warm start", total, total)
         self._after_warm_start()
         elapsed = time.perf_counter() - t0
@@ -867,9 +821,9 @@ class GRPO(Algorithm):
         path.mkdir(parents=True, exist_ok=True)
         weights = acc.get_state_dict(self.model)  # a collective when the parameters are sharded
         optim = self._optimizer_state()  # likewise
-        save_tree(rng_state(), path, f"rng-rank{self.rank}")
+        save_tree(rng_state(), path, f"rng-rank{self._processes.rank}")
         if self._optimizer_per_rank:
-            save_tree(optim, path, f"optimizer-rank{self.rank}")
+            save_tree(optim, path, f"optimizer-rank{self._processes.rank}")
         if acc.is_main_process:
             self.policy.save(policy_dir(path), state_dict=weights)
             if not self._optimizer_per_rank:
@@ -879,7 +833,7 @@ class GRPO(Algorithm):
                     "format": 2,
                     "counters": self.counters.state_dict(),
                     "scheduler": self.scheduler.state_dict(),
-                    "processes": self.world_size,
+                    "processes": self._processes.world_size,
                     "reference": self.ref_model is not None,
                 },
                 path,
@@ -914,7 +868,7 @@ class GRPO(Algorithm):
         except (KeyError, TypeError) as e:
             raise CheckpointError(f"{path / 'trainer.json'} lacks {e}; the checkpoint is damaged") from e
         self._load_weights([policy_dir(path), path / "policy"])
-        name = f"optimizer-rank{self.rank}" if self._optimizer_per_rank else "optimizer"
+        name = f"optimizer-rank{self._processes.rank}" if self._optimizer_per_rank else "optimizer"
         self._set_optimizer_state(load_tree(path, name), path / f"{name}.json")
         self._set_scheduler_and_counters(scheduler, counters, path / "trainer.json")
         if self.ref_model is not None or self.options.beta > 0:  # type: ignore[attr-defined]
@@ -923,11 +877,11 @@ class GRPO(Algorithm):
             else:
                 self.context.log(f"{path} has no KL reference (it was written with beta 0): the reference is the loaded policy")
                 self._snapshot_reference()
-        if tree_exists(path, f"rng-rank{self.rank}"):
-            set_rng_state(load_tree(path, f"rng-rank{self.rank}"))
+        if tree_exists(path, f"rng-rank{self._processes.rank}"):
+            set_rng_state(load_tree(path, f"rng-rank{self._processes.rank}"))
         else:
             self.context.log(
-                f"{path} has no random state for process {self.rank} (it was written by {trainer.get('processes')} "
+                f"{path} has no random state for process {self._processes.rank} (it was written by {trainer.get('processes')} "
                 "process(es)): sampling after the resume differs from an uninterrupted run"
             )
 
@@ -965,7 +919,10 @@ class GRPO(Algorithm):
         self.policy.before_update()
         self.policy.load(folder)
         if self._sharded:  # the policy loaded its full-weight copy; the trained shards follow it
-            from torch.distributed.checkpoint.state_dict import StateDictOptions, set_model_state_dict
+            from torch.distributed.checkpoint.state_dict import (
+                StateDictOptions,
+                set_model_state_dict,
+            )
 
             set_model_state_dict(self.model, self.policy.module.state_dict(), options=StateDictOptions(full_state_dict=True))
 
@@ -991,7 +948,10 @@ class GRPO(Algorithm):
         """The optimiser's state as plain data. Under FSDP the full state, gathered with torch's
         distributed state-dict API (every process must call this)."""
         if self._sharded:
-            from torch.distributed.checkpoint.state_dict import StateDictOptions, get_optimizer_state_dict
+            from torch.distributed.checkpoint.state_dict import (
+                StateDictOptions,
+                get_optimizer_state_dict,
+            )
 
             return get_optimizer_state_dict(
                 self.model, self.optimizer.optimizer, options=StateDictOptions(full_state_dict=True, cpu_offload=True)
@@ -1001,7 +961,10 @@ class GRPO(Algorithm):
     def _set_optimizer_state(self, state: Any, file: Path) -> None:
         try:
             if self._sharded:
-                from torch.distributed.checkpoint.state_dict import StateDictOptions, set_optimizer_state_dict
+                from torch.distributed.checkpoint.state_dict import (
+                    StateDictOptions,
+                    set_optimizer_state_dict,
+                )
 
                 set_optimizer_state_dict(
                     self.model, self.optimizer.optimizer, optim_state_dict=state, options=StateDictOptions(full_state_dict=True)

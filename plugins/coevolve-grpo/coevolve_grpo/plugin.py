@@ -6,7 +6,7 @@ imported inside the classes when they are built, so listing plugins stays fast.
 
 from __future__ import annotations
 
-from coevolve_sdk.hooks import hookimpl
+from coevolve_sdk import hookimpl
 
 
 @hookimpl

@@ -19,9 +19,13 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from coevolve_sdk.algorithm import CheckpointError, CheckpointMismatch
-from coevolve_sdk.context import RunContext
-from coevolve_sdk.policy import Generation, TrainablePolicy
+from coevolve_sdk import (
+    CheckpointError,
+    CheckpointMismatch,
+    Generation,
+    RunContext,
+    TrainablePolicy,
+)
 
 __all__ = ["HFPolicy", "TinyPolicy", "HFPolicyOptions", "TinyPolicyOptions", "cut_at_stop_texts"]
 
@@ -87,7 +91,7 @@ class TinyPolicyOptions(BaseModel):
 class HFPolicy(TrainablePolicy):
     """Any causal LM from the hub or a local path, with its tokenizer and chat template.
 
-    A :class:`~coevolve_sdk.policy.TrainablePolicy`: ``module`` (also ``model``, the
+    A :class:`~coevolve_sdk.training.policy.TrainablePolicy`: ``module`` (also ``model``, the
     ``PreTrainedModel``) is what the algorithm trains; it may wrap it for distributed training
     and hand back, through ``set_decoding_module``, the bare module (which shares the wrapper's
     parameters) or a full-weight copy it keeps in step (FSDP). ``tokenizer`` is the Hugging
@@ -211,7 +215,11 @@ class HFPolicy(TrainablePolicy):
     def _tools_into_messages(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """The opening messages with the tools, the call format and the worked example in the
         system message (see :mod:`coevolve_grpo.toolprompt`)."""
-        from .toolprompt import DEFAULT_INSTRUCTIONS, with_tools_in_system, worked_example
+        from .toolprompt import (
+            DEFAULT_INSTRUCTIONS,
+            with_tools_in_system,
+            worked_example,
+        )
 
         o = self.options
         if not hasattr(self, "_example"):
@@ -455,7 +463,12 @@ class TinyPolicy(HFPolicy):
         if self._model is not None:
             return
         import torch
-        from transformers import AutoModelForCausalLM, AutoTokenizer, Qwen3Config, Qwen3ForCausalLM
+        from transformers import (
+            AutoModelForCausalLM,
+            AutoTokenizer,
+            Qwen3Config,
+            Qwen3ForCausalLM,
+        )
 
         from .tokenizer import env_texts, train_tokenizer
 

@@ -24,7 +24,7 @@ import random
 from pathlib import Path
 from typing import Any
 
-from coevolve_sdk.algorithm import CheckpointError
+from coevolve_sdk import CheckpointError
 
 __all__ = ["save_tree", "load_tree", "tree_exists", "load_legacy", "rng_state", "set_rng_state", "FORMAT"]
 

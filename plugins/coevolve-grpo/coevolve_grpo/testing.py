@@ -14,9 +14,16 @@ from typing import Any, ClassVar
 
 from pydantic import Field
 
-from coevolve_sdk.actions import ActionParseError, format_tool_call, parse_tool_calls
-from coevolve_sdk.environment import AgentEnv, EnvOptions, Outcome
-from coevolve_sdk.types import Task, ToolSpec
+from coevolve_sdk import (
+    ActionParseError,
+    AgentEnv,
+    EnvOptions,
+    Outcome,
+    Task,
+    ToolSpec,
+    format_tool_call,
+    parse_tool_calls,
+)
 
 __all__ = ["PickToolEnv", "PickToolOptions", "BUTTONS"]
 

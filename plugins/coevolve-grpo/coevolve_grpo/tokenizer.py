@@ -83,7 +83,14 @@ def env_texts(env: Any, sample_actions: int = 32, seed: int = 0) -> list[str]:
 
 def train_tokenizer(texts: Iterable[str], vocab_size: int = 1024) -> Any:
     """Train the BPE and wrap it as a ``PreTrainedTokenizerFast`` with the tiny chat template."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+    from tokenizers import (
+        Tokenizer,
+        decoders,
+        models,
+        pre_tokenizers,
+        processors,
+        trainers,
+    )
     from transformers import PreTrainedTokenizerFast
 
     corpus = list(texts) + shipped_corpus() + template_texts()

@@ -6,8 +6,9 @@ registry does at start-up for every installed plugin) stays cheap.
 
 from __future__ import annotations
 
-from importlib import import_module
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from coevolve_sdk import lazy_exports
 
 __all__ = [
     "LiteLLMTeacher",
@@ -47,14 +48,4 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from .teacher import LiteLLMTeacher
 
 
-def __getattr__(name: str) -> Any:
-    module = _WHERE.get(name)
-    if module is None:
-        raise AttributeError(f"module 'coevolve_litellm' has no attribute '{name}'")
-    value = getattr(import_module(f".{module}", __name__), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted([*globals(), *__all__])
+__getattr__, __dir__ = lazy_exports(__name__, {name: f".{module}" for name, module in _WHERE.items()})

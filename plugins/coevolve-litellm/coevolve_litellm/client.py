@@ -24,10 +24,14 @@ import threading
 import time
 from typing import Any, Callable
 
-from coevolve_sdk.actions import format_tool_call
-from coevolve_sdk.errors import BudgetExhausted, CoEvolveError, ConfigError
-from coevolve_sdk.teacher import record_usage
-from coevolve_sdk.types import TeacherUsage
+from coevolve_sdk import (
+    BudgetExhausted,
+    CoEvolveError,
+    ConfigError,
+    TeacherUsage,
+    format_tool_call,
+    record_usage,
+)
 
 from .options import LiteLLMTeacherOptions, TeacherBudget
 from .prompts import clip

@@ -11,7 +11,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from coevolve_sdk.teacher import TeacherOptions
+from coevolve_sdk import TeacherOptions
 
 __all__ = ["LiteLLMTeacherOptions", "TeacherBudget"]
 

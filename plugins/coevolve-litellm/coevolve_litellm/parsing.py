@@ -14,7 +14,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from coevolve_sdk.actions import MAX_ACTION_CHARS, format_tool_call
+from coevolve_sdk import MAX_ACTION_CHARS, format_tool_call
 
 __all__ = ["ReplyParseError", "extract_json", "extract_action", "parse_judgement", "ReflectionReply", "TaskReply", "MAX_REPLY_CHARS"]
 

@@ -7,7 +7,7 @@ when the teacher sends its first request.
 
 from __future__ import annotations
 
-from coevolve_sdk.hooks import hookimpl
+from coevolve_sdk import hookimpl
 
 
 @hookimpl

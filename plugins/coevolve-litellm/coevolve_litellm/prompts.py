@@ -19,7 +19,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, ClassVar
 
-from coevolve_sdk.errors import ConfigError
+from coevolve_sdk import ConfigError
 
 __all__ = ["Prompt", "PromptSet", "DEFAULT_ACTION_FORMAT", "clip"]
 

@@ -4,11 +4,11 @@
 the paper, an OpenAI model, ``hosted_vllm/...`` or ``ollama/...`` servers). For each signal:
 
 1. **reflect** — the signalled trajectory goes to the model, which answers with a JSON object
-   parsed strictly into ``coevolve_sdk.types.ExplorationContext``;
+   parsed strictly into ``coevolve_sdk.records.ExplorationContext``;
 2. **explore** — several independent rounds of several steps in a fresh instance of the real
    environment; at each step the model sees the guidance template of the signal's kind, the
    context, the tools, the task's opening messages and the round's history, and proposes one
-   action, which the environment executes (a ``coevolve_sdk.types.Triplet`` per step);
+   action, which the environment executes (a ``coevolve_sdk.records.Triplet`` per step);
 3. **abstract** — the exploration runs go to the model, which answers with a JSON list of
    candidate tasks (query, reference actions, completion criterion);
 4. **judge** (optional) — the strict judge of the paper, answering ``Success: true/false``.
@@ -29,15 +29,31 @@ from typing import Any, Callable
 
 from pydantic import ValidationError
 
-from coevolve_sdk.context import RunContext
-from coevolve_sdk.environment import AgentEnv
-from coevolve_sdk.errors import BudgetExhausted, ConfigError
-from coevolve_sdk.teacher import Teacher
-from coevolve_sdk.types import CandidateTask, ExplorationContext, Signal, Task, TeacherUsage, Trajectory, Triplet
+from coevolve_sdk import (
+    AgentEnv,
+    BudgetExhausted,
+    CandidateTask,
+    ConfigError,
+    ExplorationContext,
+    RunContext,
+    Signal,
+    Task,
+    Teacher,
+    TeacherUsage,
+    Trajectory,
+    Triplet,
+)
 
 from .client import LiteLLMClient, TeacherCallError
 from .options import LiteLLMTeacherOptions, TeacherBudget
-from .parsing import ReflectionReply, ReplyParseError, TaskReply, extract_action, extract_json, parse_judgement
+from .parsing import (
+    ReflectionReply,
+    ReplyParseError,
+    TaskReply,
+    extract_action,
+    extract_json,
+    parse_judgement,
+)
 from .prompts import DEFAULT_ACTION_FORMAT, PromptSet, clip
 
 __all__ = ["LiteLLMTeacher"]

@@ -21,8 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from coevolve_sdk.signals import CompetenceHistory, SignalDetector
-from coevolve_sdk.types import RolloutGroup, Signal
+from coevolve_sdk import CompetenceHistory, RolloutGroup, Signal, SignalDetector
 
 __all__ = ["StepBatch", "Marks", "BatchDetector", "DEFAULT_SUCCESS_THRESHOLD", "signal_id"]
 

@@ -22,8 +22,7 @@ from typing import Any, ClassVar
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
-from coevolve_sdk.signals import CompetenceHistory
-from coevolve_sdk.types import Signal
+from coevolve_sdk import CompetenceHistory, Signal
 
 from .batch import BatchDetector, Marks, StepBatch, signal_id
 
@@ -44,6 +43,7 @@ class BoundaryDetector(BatchDetector):
 
     name: ClassVar[str] = "boundary"
     kind: ClassVar[str] = "boundary"
+    silent_hint: ClassVar[str] = "boundary signals need a rollout group that mixes success and failure: tasks neither always solved nor never solved"
     Options: ClassVar[type[BaseModel]] = BoundaryOptions
 
     def observe_batch(self, batch: StepBatch, history: CompetenceHistory | None = None) -> Marks:

@@ -20,8 +20,7 @@ from typing import Any, ClassVar
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from coevolve_sdk.signals import CompetenceHistory
-from coevolve_sdk.types import Signal
+from coevolve_sdk import CompetenceHistory, Signal
 
 from .batch import BatchDetector, Marks, StepBatch, signal_id
 
@@ -62,6 +61,7 @@ class ForgettingDetector(BatchDetector):
 
     name: ClassVar[str] = "forgetting"
     kind: ClassVar[str] = "forgetting"
+    silent_hint: ClassVar[str] = "forgetting signals need a task that was solved in earlier steps and now fails (the forgetting detector's window)"
     Options: ClassVar[type[BaseModel]] = ForgettingOptions
 
     def __init__(self, options: BaseModel | None = None, context: Any = None) -> None:

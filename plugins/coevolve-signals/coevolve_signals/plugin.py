@@ -6,7 +6,7 @@ heavy itself: the detector modules (and numpy) load when the registry asks for t
 
 from __future__ import annotations
 
-from coevolve_sdk.hooks import hookimpl
+from coevolve_sdk import hookimpl
 
 
 @hookimpl

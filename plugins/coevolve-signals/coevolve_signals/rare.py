@@ -27,8 +27,7 @@ from typing import Any, ClassVar
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from coevolve_sdk.signals import CompetenceHistory
-from coevolve_sdk.types import Signal
+from coevolve_sdk import CompetenceHistory, Signal
 
 from .batch import BatchDetector, Marks, StepBatch, signal_id
 
@@ -69,6 +68,7 @@ class RareDetector(BatchDetector):
 
     name: ClassVar[str] = "rare"
     kind: ClassVar[str] = "rare"
+    silent_hint: ClassVar[str] = "rare signals need enough trajectories before a pattern counts as rare (the rare detector's n_min)"
     Options: ClassVar[type[BaseModel]] = RareOptions
 
     def __init__(self, options: BaseModel | None = None, context: Any = None) -> None:
@@ -160,6 +160,7 @@ class RareDetector(BatchDetector):
                 Signal(
                     id=signal_id(self.kind, batch.step, tid),
                     kind=self.kind,
+                    vary="trajectory",  # vary the rare behaviour itself, not the task it happened on
                     task_id=task,
                     trajectory_id=tid,
                     step=batch.step,

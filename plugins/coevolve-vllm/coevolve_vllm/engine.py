@@ -269,7 +269,10 @@ class ColocatedEngine:
         if self.trainer_model is None:
             raise Unavailable("no trainer model to read the weights from")
         from vllm.distributed.weight_transfer.base import ModuleSource
-        from vllm.distributed.weight_transfer.ipc_engine import IPCTrainerInitInfo, IPCTrainerWeightTransferEngine
+        from vllm.distributed.weight_transfer.ipc_engine import (
+            IPCTrainerInitInfo,
+            IPCTrainerWeightTransferEngine,
+        )
 
         if self._rl_engine is None:
             self._rl_engine = IPCTrainerWeightTransferEngine.trainer_init(
@@ -402,8 +405,14 @@ class ServerEngine:
             raise Unavailable(f"path '{path}' does not apply to a server engine")
         if self.trainer_model is None:
             raise Unavailable("no trainer model to read the weights from")
-        from vllm.distributed.weight_transfer import HTTPVLLMWeightSyncClient, ModuleSource
-        from vllm.distributed.weight_transfer.nccl_engine import NCCLTrainerInitInfo, NCCLTrainerWeightTransferEngine
+        from vllm.distributed.weight_transfer import (
+            HTTPVLLMWeightSyncClient,
+            ModuleSource,
+        )
+        from vllm.distributed.weight_transfer.nccl_engine import (
+            NCCLTrainerInitInfo,
+            NCCLTrainerWeightTransferEngine,
+        )
 
         with self._lock:
             if self._nccl_engine is None:

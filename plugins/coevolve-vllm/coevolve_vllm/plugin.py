@@ -6,7 +6,7 @@ vLLM) is imported when the registry asks for it.
 
 from __future__ import annotations
 
-from coevolve_sdk.hooks import hookimpl
+from coevolve_sdk import hookimpl
 
 
 @hookimpl

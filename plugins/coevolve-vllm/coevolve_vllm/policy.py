@@ -4,7 +4,7 @@ It is the ``hf`` policy of coevolve-grpo (same options, tokenizer, chat-template
 ``module`` for the algorithm to train, ``save``/``load``) with ``generate`` replaced by vLLM.
 The trainer's weights stay the source of truth; vLLM holds a copy that is brought up to date
 after every optimisation step. The policy learns when the weights change only through the
-core's declared phases (:class:`~coevolve_sdk.policy.TrainablePolicy`), never by watching torch:
+core's declared phases (:class:`~coevolve_sdk.training.policy.TrainablePolicy`), never by watching torch:
 
 * ``before_update()`` (the loop calls it on every process before each optimisation step; an
   algorithm calls it before a warm start or before adopting other weights), ``load`` and
@@ -22,14 +22,20 @@ import time
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
+from coevolve_grpo.policies import HFPolicy, HFPolicyOptions, cut_at_stop_texts
 from pydantic import BaseModel, Field, model_validator
 
-from coevolve_grpo.policies import HFPolicy, HFPolicyOptions, cut_at_stop_texts
-from coevolve_sdk.context import RunContext
-from coevolve_sdk.policy import Generation
+from coevolve_sdk import Generation, RunContext
 
 from .shaping import plan_requests, sampling_kwargs, to_generations
-from .sync import COLOCATED_PATHS, SERVER_PATHS, ProbeResult, SyncReport, WeightSync, compare_logprobs
+from .sync import (
+    COLOCATED_PATHS,
+    SERVER_PATHS,
+    ProbeResult,
+    SyncReport,
+    WeightSync,
+    compare_logprobs,
+)
 
 __all__ = ["VLLMPolicy", "VLLMPolicyOptions", "ProbeMismatch", "PROBE_MESSAGES"]
 
@@ -131,7 +137,7 @@ class VLLMPolicy(HFPolicy):
     def _log(self, msg: str) -> None:
         (self.context.log if self.context is not None else print)(msg)
 
-    # ---- the phases of the trainer <-> rollout seam (coevolve_sdk.policy.TrainablePolicy)
+    # ---- the phases of the trainer <-> rollout seam (coevolve_sdk.training.policy.TrainablePolicy)
     def before_update(self) -> None:
         """The weights are about to change: the engine's copy is stale from now on, and a
         colocated engine goes to sleep so that training gets the GPU memory back. Local to this

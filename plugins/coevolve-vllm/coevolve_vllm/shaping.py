@@ -19,7 +19,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
-from coevolve_sdk.policy import Generation
+from coevolve_sdk import Generation
 
 __all__ = [
     "PromptGroup",

@@ -28,9 +28,8 @@ def build_tiny_checkpoint(
 ) -> Path:
     """Write a random Qwen3 and its tokenizer to ``path`` (``save_pretrained`` layout)."""
     import torch
-    from transformers import Qwen3Config, Qwen3ForCausalLM
-
     from coevolve_grpo.tokenizer import train_tokenizer
+    from transformers import Qwen3Config, Qwen3ForCausalLM
 
     if hidden_size % heads or heads % kv_heads:
         raise ValueError("hidden_size must be divisible by heads, and heads by kv_heads")

@@ -12,11 +12,19 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
-from coevolve_sdk.actions import ActionParseError, ToolCall, format_tool_call, parse_tool_calls
-from coevolve_sdk.environment import EnvOptions
-from coevolve_sdk.rubric import Check, Rubric
-from coevolve_sdk.toolenv import ToolEnv, ToolError, from_state, tool
-from coevolve_sdk.types import Step, Task
+from coevolve_sdk import (
+    Check,
+    EnvOptions,
+    Rubric,
+    Step,
+    Task,
+    ToolEnv,
+    ToolError,
+    calls_in,
+    format_tool_call,
+    from_state,
+    tool,
+)
 
 from . import world
 from .world import BINS, ITEMS, MAX_AMOUNT, Call, WarehouseError
@@ -178,10 +186,7 @@ class WarehouseEnv(ToolEnv):
         must be a request the world's own tasks could make."""
         executed: list[tuple[Call, str]] = []
         for s in steps:
-            try:
-                calls: list[ToolCall] = parse_tool_calls(s.action)
-            except ActionParseError:
-                continue
+            calls = calls_in(s.action)
             if len(calls) == 1 and not s.info.get("error"):
                 executed.append((Call(calls[0].name, calls[0].arguments), s.observation))
         query, _ = world.describe_calls(executed)

@@ -1,6 +1,6 @@
 """Registers the warehouse environment with CoEvolve (imported at start-up: keep it light)."""
 
-from coevolve_sdk.hooks import hookimpl
+from coevolve_sdk import hookimpl
 
 
 @hookimpl

@@ -148,11 +148,7 @@ def join_phrases(phrases: list[str]) -> str:
     return text[:1].upper() + text[1:] + "."
 
 
-def answer_text(item: str, bin: str, k: int) -> str:
-    return f"There are {k} {item} in bin {bin}."
-
-
-def answer_matches(message: str | None, expected: int) -> bool:
+def states_count(message: str | None, expected: int) -> bool:
     """The final message states the expected count (as a number of its own)."""
     if message is None:
         return False
@@ -269,7 +265,7 @@ def grade(initial: Stock, expected: Stock, final: Stock, answer: int | None, mes
     checks = len(touched)
     if answer is not None:
         checks += 1
-        if not answer_matches(message, answer):
+        if not states_count(message, answer):
             failed.append(f"answer: expected {answer}")
     if checks == 0:
         return 1.0, []

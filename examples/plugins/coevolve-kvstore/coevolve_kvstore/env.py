@@ -15,10 +15,16 @@ from typing import Annotated, Any
 import numpy as np
 from pydantic import Field
 
-from coevolve_sdk.actions import ToolCall, format_tool_call
-from coevolve_sdk.environment import EnvOptions
-from coevolve_sdk.toolenv import ToolEnv, ToolError, from_state, tool
-from coevolve_sdk.types import Task
+from coevolve_sdk import (
+    EnvOptions,
+    Task,
+    ToolCall,
+    ToolEnv,
+    ToolError,
+    format_tool_call,
+    from_state,
+    tool,
+)
 
 KEYS = ["apples", "pears", "plums", "figs", "limes", "kiwis", "dates", "grapes"]
 

@@ -1,6 +1,6 @@
 """Registers the key-value environment with CoEvolve. Kept tiny: it is imported at start-up."""
 
-from coevolve_sdk.hooks import hookimpl
+from coevolve_sdk import hookimpl
 
 
 @hookimpl

@@ -1,0 +1,1 @@
+"""The `coevolve` command line."""

@@ -1,0 +1,120 @@
+"""Variations of a known action sequence: the offline explorer's answer to "practise these
+operations with different parameters" (the paper's forgetting and boundary guidance, Fig. 10).
+
+Given a template (the reference actions of a task the agent is unstable on, or the actions of a
+rare trajectory), a variation keeps the template's *structure* — the same tools in the same order,
+the same value wherever the template repeats a value, and a number copied from an earlier
+observation copied again from the corresponding new observation — while drawing the concrete
+values afresh from the live state through the environment's own ``sample_action``. So a
+"count the nuts in bin B, then remove that many from bin B" template may come back as "count the
+gears in bin D, then remove that many from bin D", which a purely random walk almost never
+produces. Nothing here knows any particular environment: it needs only tool-call actions, the
+environment's ``sample_action`` and its observations.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from coevolve_sdk.env.actions import ToolCall, calls_in, format_tool_call
+from coevolve_sdk.env.base import AgentEnv
+from coevolve_sdk.records import Task
+
+__all__ = ["VariedStep", "vary_actions", "single_call"]
+
+
+@dataclass
+class VariedStep:
+    action: str
+    observation: str
+    reward: float
+    ok: bool
+
+
+def single_call(action: str) -> ToolCall | None:
+    """The one tool call of ``action``, or None (a final message, malformed text, several calls)."""
+    calls = calls_in(action)
+    return calls[0] if len(calls) == 1 else None
+
+
+def _hashable(v: Any) -> bool:
+    return isinstance(v, (str, int)) and not isinstance(v, bool)
+
+
+def _as_int(text: str) -> int | None:
+    t = text.strip()
+    if t.lstrip("-").isdigit():
+        return int(t)
+    return None
+
+
+def _observations(env: AgentEnv, task: Task, actions: list[str], seed: int) -> list[str]:
+    """What the template's actions observe on ``task`` (to find numbers the template copied)."""
+    env.reset(seed=seed, options={"task": task})
+    out = []
+    for a in actions:
+        if env.done:
+            break
+        obs, _, _, _, _ = env.step(a)
+        out.append(obs)
+    return out
+
+
+def vary_actions(env: AgentEnv, task: Task, template: list[str], rng: np.random.Generator, *, proposals: int = 8) -> list[VariedStep]:
+    """Run one variation of ``template`` on a fresh episode of ``task`` and return its steps.
+
+    Template actions that are not a single tool call (final messages) are skipped. For each
+    template call, ``proposals`` random actions are drawn from the live state; among those calling
+    the same tool, the one most consistent with the values already renamed gives the fresh values
+    (so the arguments of one call stay jointly valid). An argument equal to a value renamed
+    earlier takes the same new value; an integer that equals an earlier observation of the
+    template (a count it read) takes the corresponding new observation. When no proposal calls
+    the tool, the template's own values are kept. The environment is left after the variation's
+    last step, so the caller may continue exploring from there."""
+    calls = [c for c in (single_call(a) for a in template) if c is not None]
+    actions = [format_tool_call(c.name, c.arguments) for c in calls]
+    seed = int(rng.integers(0, 2**31 - 1))
+    before = _observations(env, task, actions, seed) if actions else []
+    env.reset(seed=seed, options={"task": task})
+    rename: dict[Any, Any] = {}
+    after: list[str] = []
+    steps: list[VariedStep] = []
+    for j, c in enumerate(calls):
+        if env.done:
+            break
+        drawn = [single_call(env.sample_action()) for _ in range(proposals)]
+        same = [d for d in drawn if d is not None and d.name == c.name]
+        source: dict[str, Any] = {}
+        if same:
+            def fit(d: ToolCall) -> int:  # how many already-renamed values this proposal agrees with
+                return sum(1 for k, v in c.arguments.items() if _hashable(v) and v in rename and d.arguments.get(k) == rename[v])
+            best = max(fit(d) for d in same)
+            pool = [d for d in same if fit(d) == best]
+            source = pool[int(rng.integers(0, len(pool)))].arguments
+        args: dict[str, Any] = {}
+        for k, v in c.arguments.items():
+            if isinstance(v, bool) or not isinstance(v, (str, int)):
+                args[k] = v
+                continue
+            if isinstance(v, int):
+                linked = next((i for i in range(min(j, len(before))) if _as_int(before[i]) == v), None)
+                if linked is not None and linked < len(after) and _as_int(after[linked]) is not None:
+                    args[k] = _as_int(after[linked])
+                    continue
+            if v in rename:
+                args[k] = rename[v]
+                continue
+            new = source.get(k, v)
+            if isinstance(new, type(v)) and not isinstance(new, bool):
+                rename[v] = new
+                args[k] = new
+            else:
+                args[k] = v
+        action = format_tool_call(c.name, args)
+        obs, reward, _, _, info = env.step(action)
+        after.append(obs)
+        steps.append(VariedStep(action, obs, float(reward), not info.get("error")))
+    return steps

@@ -1,0 +1,243 @@
+"""The run report: plots a person would rather look at than read, and the admitted tasks.
+
+``write_report(run_dir)`` reads only the run store (opened read-only, without the run folder's
+lock), so it works on a finished run, a running one (from another shell) or a killed one, and
+on run folders written before metric names were namespaced (``reward_mean`` then,
+``rollout/reward_mean`` now). Plots are PNG files under ``RUN_DIR/report/`` referenced
+from ``RUN_DIR/report.html``; matplotlib is an optional dependency (``coevolve-sdk[report]``).
+"""
+
+from __future__ import annotations
+
+import errno
+import html
+import json
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+from coevolve_sdk.storage.diskspace import DiskFull, disk_full_cause
+from coevolve_sdk.run import html as page_html
+from coevolve_sdk.run.metrics import metric
+from coevolve_sdk.storage.store import RunStore
+from coevolve_sdk.run.trajectories import eval_examples_html
+
+#: the evaluation examples' trajectories (``eval_examples_html``), folded by default
+_TRAJECTORY_CSS = """details.trajectory { margin: 0.3em 0; } details.trajectory div { font-family: monospace; white-space: pre-wrap; margin-left: 1em; }
+div.call { color: #05a; } div.result.error { color: #a00; } div.outcome { font-weight: bold; }
+"""
+
+__all__ = ["write_report", "write_report_safely"]
+
+PHASES = ["time/rollout", "time/update", "time/signals", "time/evolution_wait"]
+
+
+def _plots(store: RunStore, out: Path) -> dict[str, str]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    out.mkdir(parents=True, exist_ok=True)
+    metrics = store.metrics()
+    steps = sorted(s for s in metrics if s > 0)
+    made: dict[str, str] = {}
+
+    def save(fig: Any, name: str, title: str) -> None:
+        fig.tight_layout()
+        fig.savefig(out / name, dpi=90)
+        plt.close(fig)
+        made[title] = f"report/{name}"
+
+    if steps:
+        fig, ax = plt.subplots(figsize=(7, 3.5))
+        ax.plot(steps, [metric(metrics[s], "rollout/reward_mean") for s in steps], marker="o", lw=2, label="mean reward, all tasks")
+        ax.plot(steps, [metric(metrics[s], "rollout/success_rate") for s in steps], ls=":", color="black", label="success rate, all tasks")
+        by_origin: dict[str, dict[int, float]] = defaultdict(dict)
+        for s, origin, score, _ in store.score_by_origin():
+            by_origin[origin][s] = score
+        for origin, series in sorted(by_origin.items()):
+            xs = sorted(series)
+            ax.plot(xs, [series[x] for x in xs], ls="--", marker=".", label=f"mean reward, {origin} tasks")
+        ax.set_xlabel("training step")
+        ax.set_ylim(-0.02, 1.02)
+        ax.legend(fontsize=8, framealpha=0.8)
+        ax.grid(alpha=0.3)
+        ax.set_title("Reward and success per step")
+        save(fig, "reward.png", "Reward and success per step")
+
+        fig, ax = plt.subplots(figsize=(7, 3.5))
+        bottom = [0.0] * len(steps)
+        for ph in PHASES:
+            vals = [metrics[s].get(ph, 0.0) for s in steps]
+            ax.bar(steps, vals, bottom=bottom, label=ph.split("/")[1])
+            bottom = [b + v for b, v in zip(bottom, vals)]
+        ax.set_xlabel("training step")
+        ax.set_ylabel("seconds")
+        ax.legend(loc="upper left", fontsize=8, framealpha=0.8)
+        ax.set_title("Time per phase")
+        save(fig, "time.png", "Time per phase")
+
+    evals = store.evals()
+    if evals:
+        fig, ax = plt.subplots(figsize=(5, 3.5))
+        labels = [f"{e['phase']}\n(step {e['step']})" for e in evals]
+        xs = range(len(evals))
+        # eval.subset: the final row scored the whole split and its first N tasks too; plot the N
+        # so that every bar is on the same tasks (the table below gives the whole split's figures)
+        sub = lambda e, k: e.get(f"subset_{k}", e[k])  # noqa: E731
+        b1 = ax.bar([x - 0.2 for x in xs], [sub(e, "success_rate") for e in evals], width=0.4, label="success rate")
+        b2 = ax.bar([x + 0.2 for x in xs], [sub(e, "mean_score") for e in evals], width=0.4, label="mean score")
+        for bars in (b1, b2):  # the numbers, so that a zero reads as a result and not as a missing plot
+            ax.bar_label(bars, fmt="%.3f", fontsize=8, padding=2)
+        ax.set_xticks(list(xs), labels)
+        ax.set_ylim(0, 1.05)
+        ax.legend()
+        n_sub = next((e["subset_tasks"] for e in evals if "subset_tasks" in e), None)
+        ax.set_title(f"Evaluation on '{evals[0]['split']}' (greedy" + (f", its first {n_sub} tasks)" if n_sub else ")"))
+        save(fig, "eval.png", "Evaluation before and after training")
+
+    counts = store.signal_counts()
+    if counts:
+        kinds = sorted({k for _, k, _ in counts})
+        by_step: dict[int, dict[str, int]] = defaultdict(dict)
+        for s, k, n in counts:
+            by_step[s][k] = n
+        xs2 = sorted(by_step)
+        fig, ax = plt.subplots(figsize=(7, 3.5))
+        bottom = [0.0] * len(xs2)
+        for k in kinds:
+            vals = [by_step[s].get(k, 0) for s in xs2]
+            ax.bar(xs2, vals, bottom=bottom, label=k)
+            bottom = [b + v for b, v in zip(bottom, vals)]
+        for rd in store.rounds():
+            ax.axvline(rd["step"] + 0.5, color="grey", ls=":", lw=1)
+        ax.set_xlabel("training step (dotted: evolution round)")
+        ax.set_ylabel("signals")
+        ax.legend()
+        ax.set_title("Signals by kind")
+        save(fig, "signals.png", "Signals per step by kind")
+
+    growth = store.pool_growth()
+    if growth:
+        last = max(max(steps, default=0), max(s for s, _, _ in growth))
+        xs3 = list(range(0, last + 1))
+        fig, ax = plt.subplots(figsize=(7, 3.5))
+        for origin in sorted({o for _, o, _ in growth}):
+            per = defaultdict(int)
+            for s, o, n in growth:
+                if o == origin:
+                    per[s] += n
+            total, ys = 0, []
+            for x in xs3:
+                total += per.get(x, 0)
+                ys.append(total)
+            ax.step(xs3, ys, where="post", label=origin, lw=2)
+        ax.set_xlabel("training step")
+        ax.set_ylabel("tasks in the pool")
+        ax.legend()
+        ax.set_title("Pool growth: seed vs synthetic")
+        save(fig, "pool.png", "Pool growth")
+
+    rounds = store.rounds()
+    if rounds:
+        fig, ax1 = plt.subplots(figsize=(7, 3.5))
+        rs = [r["round"] for r in rounds]
+        ax1.bar([r - 0.2 for r in rs], [r["candidates"] for r in rounds], width=0.4, label="proposed")
+        ax1.bar([r + 0.2 for r in rs], [r["accepted"] for r in rounds], width=0.4, label="admitted")
+        ax1.set_xlabel("evolution round")
+        ax1.set_ylabel("tasks")
+        calls = [r["usage"]["calls"] for r in rounds]
+        if any(calls):
+            ax2 = ax1.twinx()
+            ax2.plot(rs, calls, color="black", marker="o", label="teacher calls")
+            ax2.set_ylabel("teacher LLM calls")
+            h1, l1 = ax1.get_legend_handles_labels()
+            h2, l2 = ax2.get_legend_handles_labels()
+            ax1.legend(h1 + h2, l1 + l2, loc="upper left")
+            ax1.set_title("Teacher output and usage per round")
+        else:
+            ax1.legend(loc="upper left")
+            ax1.set_title("Teacher output per round (no LLM calls: offline teacher)")
+        ax1.set_xticks(rs)
+        save(fig, "teacher.png", "Teacher usage per round")
+    return made
+
+
+def write_report(run_dir: str | Path) -> Path:
+    run_dir = Path(run_dir)
+    store = RunStore(run_dir / "run.sqlite", read_only=True)
+    try:
+        try:
+            plots = _plots(store, run_dir / "report")
+            plot_note = ""
+        except ImportError:
+            plots, plot_note = {}, "<p><em>Install matplotlib (pip install 'coevolve-sdk[report]') to see plots.</em></p>"
+        evals = store.evals()
+        metrics = store.metrics()
+        usage = store.usage_rows()
+        tasks = [t for t in store.load_tasks(split="train") if t.origin == "synthetic"]
+        e = html.escape
+        rows = []
+        for t in tasks:
+            lin = t.lineage
+            rows.append(
+                "<tr>" + "".join(f"<td>{e(str(x))}</td>" for x in [
+                    t.id, lin.step_admitted if lin else "", lin.signal_kind if lin else "", lin.parent_task_id if lin else "",
+                    lin.teacher if lin else "", lin.prompt_version if lin else "", len(t.reference_actions), t.query[:160],
+                    (lin.validation or {}).get("reason", "") if lin else "",
+                ]) + "</tr>"
+            )
+        eval_rows = "".join(
+            f"<tr><td>{e(x['phase'])}</td><td>{x['step']}</td><td>{e(x['split'])}</td><td>{x['tasks']}</td><td>{x['success_rate']:.3f}</td><td>{x['mean_score']:.3f}</td>"
+            + (f"<td>{x['subset_success_rate']:.3f} / {x['subset_mean_score']:.3f} on the first {x['subset_tasks']}</td>" if "subset_tasks" in x else "<td></td>")
+            + "</tr>"
+            for x in evals
+        )
+        steps_done = [s for s in metrics if s > 0]
+        cfg = store.get_meta("config", {}) or {}
+        total_calls = sum(u["calls"] for u in usage)
+        total_cost = sum(u["cost_usd"] for u in usage)
+        replayed_cost = sum(u["cost_usd"] for u in usage if u["rolled_back"])
+        replayed_calls = sum(u["calls"] for u in usage if u["rolled_back"])
+        replayed = (f" (of which {replayed_calls} calls, ${replayed_cost:.4f}, in attempts rolled back by a resume)"
+                    if replayed_calls else "")
+        notes = "".join(f"<li><b>step {n['step']}</b>: {e(n['text'])}</li>" for n in store.notes())
+        notes_html = f'<h2>Warnings</h2><ul class="warnings">{notes}</ul>' if notes else ""
+        revisions = "".join(f"<li>revision {r['revision']} at step {r['step']}{' (forced)' if r['forced'] else ''}: "
+                            f"{e('; '.join(r['changes']))}</li>" for r in store.config_revisions())
+        revisions_html = f"<h2>Configuration changes on resume</h2><ul>{revisions}</ul>" if revisions else ""
+        body = f"""<h1>CoEvolve run: {e(run_dir.name)}</h1>
+<p>Environment <b>{e(str((cfg.get('environment') or {}).get('name', '?')))}</b>, policy <b>{e(str((cfg.get('policy') or {}).get('name', '?')))}</b>,
+algorithm <b>{e(str((cfg.get('algorithm') or {}).get('name', '?')))}</b>, teacher <b>{e(str((cfg.get('teacher') or {}).get('name', '?')))}</b>.
+Steps done: {len(steps_done)}. Status: {e(str(store.get_meta('status', 'unknown')))}.
+Pool: {e(json.dumps(store.task_counts()))}. Teacher: {total_calls} LLM calls, ${total_cost:.4f}{e(replayed)}.</p>
+{notes_html}
+{revisions_html}
+<h2>Evaluation</h2>
+<table id="evals"><tr><th>phase</th><th>step</th><th>split</th><th>tasks</th><th>success rate</th><th>mean score</th><th>subset (eval.subset): success / score</th></tr>{eval_rows}</table>
+{eval_examples_html(store)}
+<h2>Plots</h2>{plot_note}{page_html.figures(plots)}
+<h2>Admitted synthetic tasks ({len(tasks)})</h2>
+<table id="admitted"><tr><th>id</th><th>step</th><th>signal</th><th>parent</th><th>teacher</th><th>prompt</th><th>actions</th><th>query</th><th>validation</th></tr>
+{''.join(rows)}</table>
+<p>Full lineage of a task: <code>coevolve pool show {e(str(run_dir))} TASK_ID</code>.</p>"""
+        page = page_html.page(f"CoEvolve run report: {run_dir.name}", body, css=_TRAJECTORY_CSS)
+        out = run_dir / "report.html"
+        tmp = out.with_suffix(".html.tmp")
+        tmp.write_text(page)
+        tmp.replace(out)
+        return out
+    finally:
+        store.close()
+
+
+def write_report_safely(run_dir: str | Path, log: Any) -> None:
+    """The report at the end of a run: a problem with it is said, and never fails the run."""
+    try:
+        log(f"report: {write_report(run_dir)}")
+    except Exception as e:
+        if disk_full_cause(e, run_dir) is not None:  # the one problem that stops the run: everything after needs room too
+            raise DiskFull("the report", Path(run_dir) / "report.html", disk_full_cause(e, run_dir) or errno.ENOSPC,
+                           f"{type(e).__name__}: {e}") from e
+        log(f"could not write the report: {type(e).__name__}: {e}")
