@@ -86,10 +86,10 @@ def _checked_tasks(fn: Any) -> Any:
     @functools.wraps(fn)
     def tasks(self: AgentEnv, split: str = "train") -> list[Task]:
         got = fn(self, split)
-        if isinstance(got, list) and all(isinstance(t, Task) for t in got):
-            return got
-        from coevolve_sdk.env.contract import not_tasks_error
+        from coevolve_sdk.env.contract import is_task_list, not_tasks_error
 
+        if is_task_list(got):
+            return got
         raise not_tasks_error(self, split, got)
 
     tasks._coevolve_checked = True  # type: ignore[attr-defined]

@@ -11,7 +11,7 @@ from typing import Any
 from coevolve_sdk.components.blame import ComponentError, blame, component_kind, user_frames
 from coevolve_sdk.records import Task
 
-__all__ = ["GraderError", "ToolReturnTypeError", "not_tasks_error", "checked_tasks"]
+__all__ = ["GraderError", "ToolReturnTypeError", "is_task_list", "not_tasks_error", "checked_tasks"]
 
 
 class GraderError(ComponentError):
@@ -63,6 +63,11 @@ class ToolReturnTypeError(ComponentError):
         return f"{self.kind} '{self.name}' ({self.cls}): {self.error}{on}"
 
 
+def is_task_list(got: Any) -> bool:
+    """What ``tasks(split)`` must return: a list whose items are all ``Task`` records."""
+    return isinstance(got, list) and all(isinstance(t, Task) for t in got)
+
+
 def not_tasks_error(env: Any, split: str, got: Any) -> ComponentError:
     """The error for ``env.tasks(split)`` having returned ``got``, which is not a list of Tasks."""
     if isinstance(got, list):
@@ -81,6 +86,6 @@ def checked_tasks(env: Any, split: str = "train") -> list[Any]:
     also covers any other object that offers one)."""
     with blame(env, "tasks", kind="environment"):
         got = env.tasks(split)
-    if not isinstance(got, list) or any(not isinstance(t, Task) for t in got):
+    if not is_task_list(got):
         raise not_tasks_error(env, split, got)
     return got

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Callable
 
 import coevolve_sdk.kill_points as killpoints
 from coevolve_sdk.components.blame import ComponentError, blame
-from coevolve_sdk.env.contract import GraderError, ToolReturnTypeError, checked_tasks, not_tasks_error
+from coevolve_sdk.env.contract import GraderError, ToolReturnTypeError, checked_tasks, is_task_list, not_tasks_error
 from coevolve_sdk.env.base import AgentEnv
 from coevolve_sdk.errors import ConfigError
 from coevolve_sdk.ids import id_stream
@@ -96,7 +96,7 @@ def _check(env: AgentEnv, tasks: list[Task], store: RunStore, *, log: Callable[[
     name = getattr(env, "name", type(env).__name__)
     good: list[Task] = []
     bad: list[str] = []
-    if any(not isinstance(t, Task) for t in tasks):
+    if not is_task_list(tasks):
         raise not_tasks_error(env, "train", tasks)
     for i, t in enumerate(tasks):
         try:
