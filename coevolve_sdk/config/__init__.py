@@ -114,7 +114,8 @@ class EvalConfig(_Strict):
     max_tasks: int | None = Field(None, ge=1, description="Evaluate on at most this many tasks of the split.")
     subset: int | None = Field(
         None, ge=1, description="Evaluations before the last one (initial, before, during) score only the first N tasks, so "
-        "that a large held-out split costs little during training; the final evaluation ('after') scores every task "
+        "that a large held-out split costs little during training; the final evaluation ('after', or 'before' in a run that "
+        "does not train) scores every task "
         "(up to max_tasks) and also reports its first N (subset_success_rate, subset_mean_score), so that a curve "
         "compares the same tasks from start to end.",
     )

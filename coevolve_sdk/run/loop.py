@@ -295,8 +295,8 @@ class CoEvolveLoop:
                 "task_seq": self.store.max_task_seq(), "pool_size": len(self.pool), "evolution": self.evolution.state_dict()}
 
     def _evaluate(self, phase: str) -> None:
-        ev = self.config.eval
-        self.evaluator.record(phase, self.step, self.store, ev.split, ev.max_tasks, subset=ev.subset, whole=phase == "after")  # type: ignore[arg-type]
+        ev, last = self.config.eval, phase == "after" or (phase == "before" and self.config.training.steps == 0)
+        self.evaluator.record(phase, self.step, self.store, ev.split, ev.max_tasks, subset=ev.subset, whole=last)  # type: ignore[arg-type]
 
     def _work(self, what: str, done: int, total: int) -> None:
         self.progress.work(what, done, total)

@@ -418,3 +418,15 @@ def test_a_hook_error_names_the_plugin_without_a_run(tmp_path: Path, monkeypatch
     assert reg.call_hook("on_step_end", run=None, step=1, metrics={"x": 2}) == [4]
     with pytest.raises(PluginHookError, match=r"plugin 'quiet_observer': its on_step_end\(\) hook raised KeyError: 'x'"):
         reg.call_hook("on_step_end", run=None, step=1, metrics={})
+
+
+def test_a_run_that_does_not_train_scores_every_held_out_task(tmp_path: Path, sub_env: dict[str, str]) -> None:
+    """With eval.subset, the last evaluation scores the whole split. In a run that does not
+    train (an experiment's warm-start-only or zero-shot arm) the last evaluation is 'before':
+    scored on the subset only, that arm would be compared with the training arms on other tasks."""
+    cfg = write_config(tmp_path, **{"training.steps": 0, "eval": {"split": "test", "subset": 2}})
+    out = cli(["run", str(cfg)], sub_env)
+    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
+    (tasks, data), = rows(tmp_path / "run" / "run.sqlite", "SELECT json_extract(data, '$.tasks'), data FROM evals WHERE phase = 'before'")
+    assert tasks == 4, data  # the toy world's 4 test tasks, not the subset's 2
+    assert json.loads(data)["subset_tasks"] == 2
