@@ -115,7 +115,8 @@ def test_2_evaluations_are_replaced_never_appended(tmp_path: Path, sub_env: dict
 
 
 def test_3_one_writer_per_run_folder(tmp_path: Path, sub_env: dict[str, str]) -> None:
-    cfg = write_config(tmp_path, **{"training.steps": 6, "algorithm.options.step_delay": 0.5})
+    go_on = tmp_path / "go-on"  # the first run waits at its second step until the checks below are done
+    cfg = write_config(tmp_path, **{"training.steps": 6, "algorithm.options.hold_until": str(go_on)})
     run = tmp_path / "run"
     db = run / "run.sqlite"
     first = subprocess.Popen([*coevolve_cmd(), "run", str(cfg), "-q"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=sub_env)
@@ -131,6 +132,7 @@ def test_3_one_writer_per_run_folder(tmp_path: Path, sub_env: dict[str, str]) ->
         assert cli(["signals", str(run)], sub_env).returncode == 0
         assert cli(["report", str(run)], sub_env).returncode == 0
     finally:
+        go_on.touch()
         out, err = first.communicate(timeout=300)
     assert first.returncode == 0, err[-3000:]
     per_step = rows(db, "SELECT step, COUNT(*) FROM trajectories WHERE phase = 'train' GROUP BY step")

@@ -96,6 +96,9 @@ class ReinforceOptions(BaseModel):
     # the two test switches may change on resume: they do not change what a step computes
     step_delay: float = Field(0.0, ge=0, description="Sleep per step, so tests can kill a run mid-way.",
                               json_schema_extra={"may_change_on_resume": True})
+    hold_until: str = Field("", description="From the second update on, wait until this file exists (at most 300 s), so "
+                            "that a test can act on a run that is certainly still running; '': never wait.",
+                            json_schema_extra={"may_change_on_resume": True})
     ctrl_c_in_finaliser_at: int = Field(0, ge=0, description="At this update, press Ctrl-C while a finaliser runs "
                                         "(where Python swallows the KeyboardInterrupt); 0: never.",
                                         json_schema_extra={"may_change_on_resume": True})
@@ -129,6 +132,9 @@ class Reinforce(Algorithm):
         import time
 
         time.sleep(self.options.step_delay)
+        held = time.time()
+        while self.options.hold_until and self.updates >= 1 and not Path(self.options.hold_until).exists() and time.time() - held < 300:
+            time.sleep(0.05)
         if self.updates + 1 == self.options.ctrl_c_in_finaliser_at:
             obj = _PressesCtrlCWhenCollected()
             del obj  # the interrupt is raised inside __del__ and swallowed there
