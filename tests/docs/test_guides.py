@@ -63,15 +63,38 @@ def test_the_teacher_guide_plugin_proposes_tasks_that_join_the_pool(tmp_path: Pa
         assert len(task["reference_actions"]) >= 3
 
 
-def _reinforce_config(tmp_path: Path, name: str, lr: float, steps: int) -> Path:
+def _kvstore_config(tmp_path: Path, name: str) -> dict:
     cfg = yaml.safe_load((REPO / "examples" / "kvstore-tiny.yaml").read_text())
-    cfg.update(run_dir=str(tmp_path / name), plugins=["coevolve_reinforce.plugin"],
-               algorithm={"name": "reinforce", "options": {"lr": lr}})
-    cfg["training"].update(steps=steps, checkpoint_every=2, tasks_per_step=8)
-    cfg["rollout"]["group_size"] = 8  # 64 rollouts a step: a few successes even for an untrained model
-    cfg["environment"]["options"].update(train_tasks=16, test_tasks=4)
-    cfg["pool"]["seed_tasks"] = 8
+    cfg["run_dir"] = str(tmp_path / name)
+    cfg["environment"]["options"].update(train_tasks=16, test_tasks=4, max_ops=1)  # one call a task
+    cfg["pool"]["seed_tasks"] = 16
     cfg["eval"] = {"split": "test", "max_tasks": 4}
+    return cfg
+
+
+def _warm_started_policy(tmp_path: Path, env: dict[str, str]) -> Path:
+    """A tiny policy that solves some kvstore tasks: GRPO's warm start plus one step, saved by
+    its checkpoint. An untrained model succeeds so rarely that whether a step's groups hold any
+    success depends on the CPU's float rounding (CI once drew none in two steps), and a group of
+    equal scores gives the guide's algorithm nothing to learn from. 200 warm-start updates bring
+    sampled success on these one-call tasks to about a fifth (60 updates left it near zero)."""
+    cfg = _kvstore_config(tmp_path, "warm")
+    cfg["algorithm"]["options"]["warm_start"].update(steps=200, lr=0.01)
+    cfg["training"].update(steps=1, checkpoint_every=1)
+    cfg.update(detectors=[], evolution={"every": 4})
+    path = tmp_path / "warm.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    out = _run(["run", str(path)], env, tmp_path)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    return tmp_path / "warm" / "checkpoints" / "step-000001" / "policy"
+
+
+def _reinforce_config(tmp_path: Path, name: str, lr: float, steps: int, start: Path) -> Path:
+    cfg = _kvstore_config(tmp_path, name)
+    cfg.update(plugins=["coevolve_reinforce.plugin"], algorithm={"name": "reinforce", "options": {"lr": lr}})
+    cfg["policy"]["options"]["init_from"] = str(start)
+    cfg["training"].update(steps=steps, checkpoint_every=2, tasks_per_step=8, warm_start=False)
+    cfg["rollout"]["group_size"] = 8
     path = tmp_path / f"{name}.yaml"
     path.write_text(yaml.safe_dump(cfg))
     return path
@@ -80,8 +103,9 @@ def _reinforce_config(tmp_path: Path, name: str, lr: float, steps: int) -> Path:
 def test_the_algorithm_guide_plugin_trains_and_resumes(tmp_path: Path, sub_env: dict[str, str]) -> None:
     pytest.importorskip("torch")
     assert _write_guide_files("write-an-algorithm.md", tmp_path) == ["coevolve_reinforce/algorithm.py", "coevolve_reinforce/plugin.py"]
+    start = _warm_started_policy(tmp_path, _env(sub_env, tmp_path))
     env = {**_env(sub_env, tmp_path), "COEVOLVE_TEST_KILL_AT": "step_recorded:3"}  # after the step-2 checkpoint
-    killed = _run(["run", str(_reinforce_config(tmp_path, "run", 0.05, 4))], env, tmp_path)
+    killed = _run(["run", str(_reinforce_config(tmp_path, "run", 0.05, 4, start))], env, tmp_path)
     assert killed.returncode != 0, killed.stdout[-2000:]
     env.pop("COEVOLVE_TEST_KILL_AT")
     resumed = _run(["run", "--resume", str(tmp_path / "run")], env, tmp_path)
@@ -95,7 +119,7 @@ def test_the_algorithm_guide_plugin_trains_and_resumes(tmp_path: Path, sub_env: 
     assert min(flat[1], flat[2]) < 8, f"every group was flat: nothing to learn from ({flat})"
     # the same run with a learning rate that cannot move a float32 weight: the same rollouts,
     # so any difference in the weights is the guide's update
-    still = _run(["run", str(_reinforce_config(tmp_path, "still", 1e-30, 2))], env, tmp_path)
+    still = _run(["run", str(_reinforce_config(tmp_path, "still", 1e-30, 2, start))], env, tmp_path)
     assert still.returncode == 0, still.stderr[-3000:]
     trained = (tmp_path / "run" / "checkpoints" / "step-000002" / "policy" / "model.safetensors").read_bytes()
     untouched = (tmp_path / "still" / "checkpoints" / "step-000002" / "policy" / "model.safetensors").read_bytes()
