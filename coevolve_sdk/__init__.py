@@ -84,6 +84,7 @@ _EXPORTS: dict[str, str] = {
     "Signal": "coevolve_sdk.records",
     "Step": "coevolve_sdk.records",
     "Task": "coevolve_sdk.records",
+    "TeacherStages": "coevolve_sdk.records",
     "TeacherUsage": "coevolve_sdk.records",
     "ToolSpec": "coevolve_sdk.records",
     "Trajectory": "coevolve_sdk.records",
@@ -130,7 +131,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; the runtime resolves lazil
     from coevolve_sdk.evolution.teacher import RandomExplorer, Teacher, TeacherOptions, record_usage, usage_meter
     from coevolve_sdk.evolution.validation import EVAL_REQUEST_REASON, Validator
     from coevolve_sdk.records import (
-        CandidateTask, ExplorationContext, Lineage, RolloutGroup, Signal, Step, Task, TeacherUsage, ToolSpec,
+        CandidateTask, ExplorationContext, Lineage, RolloutGroup, Signal, Step, Task, TeacherStages, TeacherUsage, ToolSpec,
         Trajectory, Triplet, Verdict,
     )
     from coevolve_sdk.run.evaluation import evaluate_run

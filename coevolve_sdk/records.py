@@ -29,6 +29,7 @@ __all__ = [
     "CandidateTask",
     "Verdict",
     "TeacherUsage",
+    "TeacherStages",
     "new_id",
 ]
 
@@ -249,3 +250,22 @@ class TeacherUsage(_Record):
         self.completion_tokens += other.completion_tokens
         self.cost_usd += other.cost_usd
         self.failures += other.failures
+
+
+class TeacherStages(_Record):
+    """What a model-backed teacher's replies did at each stage of its work, so far in the run.
+
+    Why it exists: when a language model does the teacher's work, the usual outcome of a weak or
+    mismatched model is not a crash but nothing: replies that do not parse, explorations with no
+    usable action, no task proposed. Usage counts say that calls were made; this says what came
+    of them and what the model actually wrote, so that "zero tasks admitted" can be read. Each
+    evolution round stores the teacher's current one in its row of the run store and the run
+    report shows it.
+
+    ``stages`` maps a stage name (``reflect``, ``explore``, ``abstract``, ...) to counters whose
+    names the teacher chooses (``replies``, ``parse_failures``, ``proposed``, ...); ``replies``
+    maps a stage to the first few replies it got, cut short.
+    """
+
+    stages: dict[str, dict[str, int]] = Field(default_factory=dict)
+    replies: dict[str, list[str]] = Field(default_factory=dict)

@@ -23,7 +23,9 @@ from coevolve_sdk.ids import id_stream
 from coevolve_sdk.evolution.signals import dedupe_signals
 from coevolve_sdk.storage.store import RunStore
 from coevolve_sdk.evolution.teacher import Teacher, describe_triplets, usage_meter
-from coevolve_sdk.records import CandidateTask, ExplorationContext, Lineage, Signal, Task, TeacherUsage, Trajectory, Verdict
+from coevolve_sdk.records import (
+    CandidateTask, ExplorationContext, Lineage, Signal, Task, TeacherStages, TeacherUsage, Trajectory, Verdict,
+)
 from coevolve_sdk.evolution.validation import Validator
 
 __all__ = ["Evolver", "RoundResult", "signal_seed"]
@@ -75,6 +77,8 @@ class RoundResult:
     short_of_cap: str | None = None
     seconds: float = 0.0
     usage: TeacherUsage = field(default_factory=TeacherUsage)
+    #: what the teacher's model replies did so far in the run (Teacher.stages()), None for a teacher without a model
+    teacher_stages: TeacherStages | None = None
 
     def summary(self) -> dict[str, Any]:
         return {
@@ -94,6 +98,7 @@ class RoundResult:
             "short_of_cap": self.short_of_cap,
             "seconds": self.seconds,
             "usage": self.usage.model_dump(),
+            "teacher_stages": self.teacher_stages.model_dump() if self.teacher_stages is not None else None,
         }
 
 
@@ -293,6 +298,10 @@ class Evolver:
             over = res.accepted[self.max_admitted :]
             res.accepted = res.accepted[: self.max_admitted]
             res.over_budget = len(over)
+        try:
+            res.teacher_stages = self.teacher.stages()
+        except Exception as e:  # a record that cannot be taken is said, and costs the round nothing
+            res.failures.append(f"stages: {type(e).__name__}: {e}")
         res.seconds = time.perf_counter() - t0
         # the validated tasks themselves too: if the run stops before the loop admits them,
         # a resumed run admits them from here instead of paying the teacher again

@@ -47,7 +47,7 @@ from coevolve_sdk.ids import id_stream
 from coevolve_sdk.evolution.pool import TaskPool
 from coevolve_sdk.storage.store import RunStore
 from coevolve_sdk.evolution.teacher import Teacher
-from coevolve_sdk.records import RolloutGroup, Signal, Task, Trajectory
+from coevolve_sdk.records import RolloutGroup, Signal, Task, TeacherStages, Trajectory
 from coevolve_sdk.evolution.validation import Validator, evaluation_requests
 
 __all__ = ["EvolutionScheduler", "Admission", "held_out_requests"]
@@ -102,6 +102,7 @@ def _result_from_record(rec: dict[str, Any]) -> RoundResult:
     res.budget_exhausted = bool(rec.get("budget_exhausted", False))
     res.seconds = float(rec.get("seconds", 0.0))
     res.accepted = [Task.model_validate(t) for t in rec.get("accepted_tasks", [])]
+    res.teacher_stages = TeacherStages.model_validate(rec["teacher_stages"]) if rec.get("teacher_stages") else None
     return res
 
 

@@ -24,7 +24,9 @@ from coevolve_sdk.env.actions import calls_in
 from coevolve_sdk.components.base import Component, ComponentOptions
 from coevolve_sdk.env.base import AgentEnv
 from coevolve_sdk.evolution.variation import vary_actions
-from coevolve_sdk.records import CandidateTask, ExplorationContext, Signal, Step, Task, TeacherUsage, Trajectory, Triplet
+from coevolve_sdk.records import (
+    CandidateTask, ExplorationContext, Signal, Step, Task, TeacherStages, TeacherUsage, Trajectory, Triplet,
+)
 
 __all__ = ["Teacher", "TeacherOptions", "RandomExplorer", "usage_meter", "record_usage", "action_tools"]
 
@@ -91,6 +93,14 @@ class Teacher(Component, ABC):
 
     def judge(self, task: Task, trajectory: Trajectory) -> bool | None:
         """Optional second opinion on whether ``trajectory`` solved ``task``; None abstains."""
+        return None
+
+    def stages(self) -> TeacherStages | None:
+        """Optional: what this teacher's model replies did at each stage so far (counts and the
+        first replies), for the run's record. Each evolution round stores it with the round and
+        the run report shows it, so a round that admitted nothing says whether the model's
+        replies failed to parse, explored nothing usable, or proposed tasks that validation
+        rejected. None (the default): nothing to show, as for a teacher without a model."""
         return None
 
     def seed_tasks(self, env: AgentEnv, bases: list[Task], n: int, existing: set[str], seed: int = 0) -> list[CandidateTask]:

@@ -164,6 +164,27 @@ def _plots(store: RunStore, out: Path) -> dict[str, str]:
     return made
 
 
+def _teacher_stages_html(rounds: list[dict[str, Any]]) -> str:
+    """What the teacher's model replies did at each stage, from the newest round that recorded
+    it (``Teacher.stages()``: the counts are the run's so far), and the first replies of each
+    stage as the model wrote them. Empty for a teacher without a model."""
+    latest = next((r for r in reversed(rounds) if r.get("teacher_stages")), None)
+    if latest is None:
+        return ""
+    e = html.escape
+    stages = latest["teacher_stages"].get("stages") or {}
+    replies = latest["teacher_stages"].get("replies") or {}
+    keys = list(dict.fromkeys(k for counts in stages.values() for k in counts))
+    head = "".join(f"<th>{e(k)}</th>" for k in keys)
+    rows = "".join(f"<tr><td>{e(stage)}</td>" + "".join(f"<td>{counts.get(k, '')}</td>" for k in keys) + "</tr>"
+                   for stage, counts in stages.items())
+    samples = "".join(f"<details class=\"trajectory\"><summary>{e(stage)}: reply {i + 1}</summary><div>{e(text)}</div></details>"
+                      for stage, texts in replies.items() for i, text in enumerate(texts))
+    return (f"<h2>What the teacher's model said</h2><p>Counts over the run up to round {latest['round']} "
+            f"(step {latest['step']}); then the first replies of each stage, as written.</p>"
+            f'<table id="teacher-stages"><tr><th>stage</th>{head}</tr>{rows}</table>{samples}')
+
+
 def write_report(run_dir: str | Path) -> Path:
     run_dir = Path(run_dir)
     store = RunStore(run_dir / "run.sqlite", read_only=True)
@@ -218,6 +239,7 @@ Pool: {e(json.dumps(store.task_counts()))}. Teacher: {total_calls} LLM calls, ${
 <table id="evals"><tr><th>phase</th><th>step</th><th>split</th><th>tasks</th><th>success rate</th><th>mean score</th><th>subset (eval.subset): success / score</th></tr>{eval_rows}</table>
 {eval_examples_html(store)}
 <h2>Plots</h2>{plot_note}{page_html.figures(plots)}
+{_teacher_stages_html(store.rounds())}
 <h2>Admitted synthetic tasks ({len(tasks)})</h2>
 <table id="admitted"><tr><th>id</th><th>step</th><th>signal</th><th>parent</th><th>teacher</th><th>prompt</th><th>actions</th><th>query</th><th>validation</th></tr>
 {''.join(rows)}</table>

@@ -39,3 +39,10 @@ def test_training_continues_through_teacher_faults(tmp_path: Path, sub_env: dict
     assert synthetic == accepted
     assert any("duplicate" in r for r in reasons) and any("no-such-key" in r for r in reasons)
     assert db.execute("SELECT value FROM meta WHERE key='status'").fetchone()[0] == '"finished"'
+    # what the model's replies did is on the round's record and in the report, garbage included
+    stages = rounds[-1]["teacher_stages"]
+    assert stages["stages"]["reflect"]["replies"] >= 1 and stages["stages"]["abstract"]["proposed"] >= 1, stages
+    assert stages["stages"]["explore"]["unusable"] >= 1, stages  # the garbage and empty replies
+    report = (tmp_path / "run" / "report.html").read_text()
+    assert "What the teacher's model said" in report and 'id="teacher-stages"' in report
+    assert "<th>unusable</th>" in report and "The agent skipped the write." in report

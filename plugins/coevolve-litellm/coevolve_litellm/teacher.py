@@ -39,6 +39,7 @@ from coevolve_sdk import (
     Signal,
     Task,
     Teacher,
+    TeacherStages,
     TeacherUsage,
     Trajectory,
     Triplet,
@@ -151,6 +152,12 @@ class LiteLLMTeacher(Teacher):
             os.replace(tmp, path)
         except OSError:
             pass  # a record that cannot be written must not stop the teacher
+
+    def stages(self) -> TeacherStages:
+        """The stage counts and reply samples so far (a copy), for the round's record and the report."""
+        with self._lock:
+            return TeacherStages(stages={k: dict(v) for k, v in self.stage_counts.items()},
+                                 replies={k: list(v) for k, v in self.reply_samples.items()})
 
     def _fail(self, stage: str, reason: str) -> None:
         msg = f"{stage}: {reason}"
