@@ -9,6 +9,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from coevolve_sdk.run.html import PlotFolder
+
 __all__ = ["make_plots"]
 
 
@@ -19,18 +21,11 @@ def make_plots(out: Path, summary: dict[str, Any], plan: dict[str, Any]) -> dict
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    folder = out / "plots"
-    folder.mkdir(parents=True, exist_ok=True)
+    plots = PlotFolder(out / "plots", "plots/")
+    save = plots.save
     names = [a["name"] for a in plan["arms"]]
     colors = {n: f"C{i % 10}" for i, n in enumerate(names)}
     key = plan["metric"]["key"]
-    made: dict[str, str] = {}
-
-    def save(fig: Any, file: str, title: str) -> None:
-        fig.tight_layout()
-        fig.savefig(folder / file, dpi=90)
-        plt.close(fig)
-        made[title] = f"plots/{file}"
 
     # 1. the final metric per arm: mean with its 95% interval, and every seed as a dot
     fig, ax = plt.subplots(figsize=(max(6.5, 1.1 * len(names) + 2), 3.8))
@@ -121,4 +116,4 @@ def make_plots(out: Path, summary: dict[str, Any], plan: dict[str, Any]) -> dict
         ax2.legend(fontsize=7, ncol=2)
         ax2.grid(alpha=0.3)
         save(fig, "evolution.png", "Signals and admitted tasks per round")
-    return made
+    return plots.made

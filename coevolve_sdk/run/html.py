@@ -5,8 +5,10 @@ opens from the run folder in any browser and shows nothing a run folder could in
 from __future__ import annotations
 
 from html import escape
+from pathlib import Path
+from typing import Any
 
-__all__ = ["page", "figures"]
+__all__ = ["page", "figures", "PlotFolder"]
 
 _CSS = """body { font-family: system-ui, sans-serif; margin: 2em; color: #222; }
 figure { display: inline-block; margin: 0.5em; } img { max-width: %dpx; border: 1px solid #ddd; }
@@ -25,3 +27,23 @@ def figures(plots: dict[str, str]) -> str:
     """One ``<figure>`` per plot: caption -> image path relative to the page."""
     return "".join(f'<figure><img src="{escape(src)}" alt="{escape(title)}"><figcaption>{escape(title)}</figcaption></figure>'
                    for title, src in plots.items())
+
+
+class PlotFolder:
+    """Where a page's plots are saved: each figure becomes a PNG in ``folder``, closed at once
+    (a report draws many and matplotlib keeps every open one), and ``made`` maps its caption to
+    its path as the page links it (``link_prefix`` + file name), ready for :func:`figures`."""
+
+    def __init__(self, folder: Path, link_prefix: str) -> None:
+        self.folder = folder
+        self.link_prefix = link_prefix
+        self.made: dict[str, str] = {}
+        folder.mkdir(parents=True, exist_ok=True)
+
+    def save(self, fig: Any, file: str, title: str) -> None:
+        import matplotlib.pyplot as plt
+
+        fig.tight_layout()
+        fig.savefig(self.folder / file, dpi=90)
+        plt.close(fig)
+        self.made[title] = f"{self.link_prefix}{file}"

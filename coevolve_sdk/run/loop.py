@@ -139,9 +139,9 @@ class CoEvolveLoop:
             return self._summary()
         finally:
             self.progress.stop()
-            self.envs.close()
-            self.tensorboard.close()
-            self.store.close() if self.store is not None else None
+            for part in (self.envs, self.tensorboard, self.store):  # no store off the main process
+                if part is not None:
+                    part.close()
             self.lock.release()
 
     def _start(self) -> dict[str, Any] | None:

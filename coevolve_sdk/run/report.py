@@ -38,16 +38,10 @@ def _plots(store: RunStore, out: Path) -> dict[str, str]:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    out.mkdir(parents=True, exist_ok=True)
+    plots = page_html.PlotFolder(out, "report/")
+    save = plots.save
     metrics = store.metrics()
     steps = sorted(s for s in metrics if s > 0)
-    made: dict[str, str] = {}
-
-    def save(fig: Any, name: str, title: str) -> None:
-        fig.tight_layout()
-        fig.savefig(out / name, dpi=90)
-        plt.close(fig)
-        made[title] = f"report/{name}"
 
     if steps:
         fig, ax = plt.subplots(figsize=(7, 3.5))
@@ -161,7 +155,7 @@ def _plots(store: RunStore, out: Path) -> dict[str, str]:
             ax1.set_title("Teacher output per round (no LLM calls: offline teacher)")
         ax1.set_xticks(rs)
         save(fig, "teacher.png", "Teacher usage per round")
-    return made
+    return plots.made
 
 
 def _teacher_stages_html(rounds: list[dict[str, Any]]) -> str:
