@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from pathlib import Path
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from pydantic import BaseModel
 
@@ -70,6 +70,20 @@ class Algorithm(Component, ABC):
 
     name: ClassVar[str] = ""
     Options: ClassVar[type[BaseModel]] = AlgorithmOptions
+
+    #: methods the loop once called on the algorithm and now reaches through ``processes``: an
+    #: algorithm written for that API would have its process group silently ignored
+    _MOVED_TO_PROCESSES: ClassVar[tuple[str, ...]] = ("world_size", "rank", "is_main_process", "broadcast", "gather", "barrier")
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        moved = [m for m in cls._MOVED_TO_PROCESSES if m in vars(cls)]
+        if moved:
+            raise TypeError(
+                f"algorithm class {cls.__qualname__} defines {', '.join(moved)}, which the loop no longer calls on an "
+                "algorithm: return an object with these methods from the 'processes' property instead (a "
+                "coevolve_sdk.Processes; see docs/plugins/write-an-algorithm.md), or the run would train each process alone"
+            )
 
     @abstractmethod
     def step(self, groups: list[RolloutGroup]) -> dict[str, float]:

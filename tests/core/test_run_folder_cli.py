@@ -246,6 +246,29 @@ def test_6_a_plugin_module_that_does_not_import_stops_the_run(tmp_path: Path, su
     assert not (tmp_path / "run" / "run.sqlite").exists()
 
 
+def test_6_an_algorithm_written_for_the_old_process_api_is_refused_with_the_new_one_named(tmp_path: Path, sub_env: dict[str, str]) -> None:
+    # broadcast/gather/barrier moved from Algorithm to Algorithm.processes: an algorithm that still
+    # defines them would train each process alone, silently
+    (tmp_path / "old_api_algo.py").write_text(
+        "from coevolve_sdk import Algorithm, hookimpl\n\n"
+        "class OldApi(Algorithm):\n"
+        "    name = 'old-api'\n"
+        "    def step(self, groups): return {}\n"
+        "    def save(self, path): pass\n"
+        "    def load(self, path): pass\n"
+        "    def broadcast(self, obj): return obj\n\n"
+        "@hookimpl\n"
+        "def register_algorithms():\n"
+        "    return [OldApi]\n"
+    )
+    env = {**sub_env, "PYTHONPATH": f"{tmp_path}:{sub_env['PYTHONPATH']}"}
+    cfg = write_config(tmp_path, plugins=["tests.core.toy_plugin", "old_api_algo"], algorithm={"name": "old-api"})
+    out = cli(["run", str(cfg)], env)
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert "OldApi defines broadcast" in out.stderr and "'processes' property" in out.stderr and "Traceback" not in out.stderr
+    assert not (tmp_path / "run" / "run.sqlite").exists()
+
+
 def test_6_an_installed_plugin_that_fails_to_load_but_is_not_used_is_a_warning(tmp_path: Path, sub_env: dict[str, str]) -> None:
     site = tmp_path / "site"  # a real distribution with a coevolve entry point whose module raises on import
     dist = site / "coevolve_broken_demo-0.1.dist-info"
