@@ -74,10 +74,13 @@ def base_config(model: str, size: dict[str, Any], policy: str, out: Path) -> dic
 
 
 def experiment_file(base: Path, size: dict[str, Any], out: Path) -> dict[str, Any]:
+    """The experiment file written to ``out/experiment.yaml`` beside ``base``. `coevolve
+    experiment` reads ``base`` relative to the experiment file and ``dir`` relative to the
+    working directory, hence a relative base and an absolute folder."""
     return {
         "description": "SmolLM2-135M-Instruct on the warehouse: static GRPO vs CoEvolve (real model as policy and teacher).",
-        "base": str(base),
-        "dir": str(out / "experiment"),
+        "base": str(base.relative_to(out)),
+        "dir": str(out.resolve() / "experiment"),
         "seeds": size["seeds"],
         "baseline": "static",
         "arms": [{"name": "static", "preset": "static"}, {"name": "coevolve", "preset": "coevolve"}],
@@ -115,7 +118,8 @@ def main(argv: list[str] | None = None) -> int:
     policy = "vllm" if use_vllm else "hf"
     log(f"model {model}; rollouts: {policy} ({why if not use_vllm else 'vLLM'}); size {'cpu-smoke' if smoke else 'gpu'}: {size}")
 
-    out = args.out or REPO / "runs" / f"smollm2-warehouse-{'cpu' if smoke else 'gpu'}-{time.strftime('%Y%m%d-%H%M%S')}"
+    # absolute: the experiment file names its base config and folder, and reads paths relative to itself
+    out = (args.out or REPO / "runs" / f"smollm2-warehouse-{'cpu' if smoke else 'gpu'}-{time.strftime('%Y%m%d-%H%M%S')}").resolve()
     out.mkdir(parents=True, exist_ok=True)
     base = out / "base.yaml"
     base.write_text(yaml.safe_dump(base_config(model, size, policy, out), sort_keys=False), encoding="utf-8")

@@ -106,3 +106,23 @@ def test_paper_files_hold_the_papers_arms(name: str, tmp_path: Path) -> None:
     assert (cfg["random-exploration"].evolution.guidance, cfg["coevolve"].evolution.guidance) == ("random", "signals")
     assert exp.checks["teacher_budget"]["equal"] is True and exp.checks["teacher_budget"]["budget_set"] is True
     assert exp.checks["environment"]["equal"] is True
+
+
+def test_the_smollm2_bench_writes_an_experiment_that_loads_from_a_relative_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # bench/gpu/smollm2_warehouse.py --out runs/x: its experiment file once named its base by the
+    # path from the working directory, which the loader reads relative to the experiment file
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("smollm2_bench", REPO / "bench" / "gpu" / "smollm2_warehouse.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    monkeypatch.chdir(tmp_path)
+    out = Path("runs") / "smoke"
+    out.mkdir(parents=True)
+    size = bench.SIZES["cpu-smoke"]
+    base = out / "base.yaml"
+    base.write_text(yaml.safe_dump(bench.base_config("smollm2-135m", size, "hf", out)))
+    (out / "experiment.yaml").write_text(yaml.safe_dump(bench.experiment_file(base, size, out)))
+    exp = load_experiment(out / "experiment.yaml")
+    assert exp.base_path == base.resolve() and [a.name for a in exp.arms] == ["static", "coevolve"]
+    assert exp.out == (tmp_path / "runs" / "smoke" / "experiment").resolve()
