@@ -33,7 +33,10 @@ REPO = Path(__file__).resolve().parents[2]
 #: evolve every, held-out test tasks, teacher tokens per reply, parallel runs
 SIZES: dict[str, dict[str, Any]] = {
     "gpu": dict(seeds=[0, 1, 2], steps=8, tasks=8, group=8, new=48, turns=4, every=4, eval_tasks=64, teacher_tokens=192, jobs=6),
-    "cpu-smoke": dict(seeds=[0], steps=2, tasks=2, group=2, new=16, turns=2, every=1, eval_tasks=2, teacher_tokens=48, jobs=1),
+    # 48 tokens and 4 turns as in examples/warehouse-smollm2.yaml: with 16 tokens a call is cut
+    # short, every rollout has the same (empty) action pattern, no detector fires and the
+    # CoEvolve arm never reaches its teacher
+    "cpu-smoke": dict(seeds=[0], steps=2, tasks=2, group=2, new=48, turns=4, every=1, eval_tasks=2, teacher_tokens=48, jobs=1),
 }
 
 
