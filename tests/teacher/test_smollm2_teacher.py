@@ -74,6 +74,9 @@ def test_real_model_teacher_stages_complete_and_only_validated_tasks_are_admitte
     assert saved["stages"] == counts and saved["model"] == "coevolve-hf/smollm2-135m"
     # what the model said is kept, parsed or not: the first replies of each stage that got one
     assert len(saved["reply_samples"]["reflect"]) == 1 and len(saved["reply_samples"]["explore"]) >= 1
+    # and so does what each evolution round stores and the report shows
+    record = teacher.stages()
+    assert record.stages == counts and record.replies == saved["reply_samples"]
     assert teacher.spent.calls == sum(c.get("replies", 0) for c in counts.values())
 
     validator = Validator()
