@@ -244,7 +244,7 @@ def _markdown(summary: dict[str, Any], info: dict[str, Any], plan: dict[str, Any
         def cell(s: str) -> str:
             if s not in a["admitted_tasks"]:
                 return "–"
-            extra = [f"{n} {what}" for n, what in ((a["rejected_eval_requests"][s], "test requests rejected"),
+            extra = [f"{n} {what}" for n, what in ((a["rejected_eval_requests"][s], "evaluation requests rejected"),
                                                   (a["rounds_short_of_cap"][s], "rounds short of the cap")) if n]
             return f"{a['admitted_tasks'][s]} / {a['trained_on_admitted'][s]}" + (f" ({', '.join(extra)})" if extra else "")
 

@@ -133,5 +133,5 @@ def test_tasks_admitted_and_trained_on_per_arm_and_seed_from_the_stores(summariz
     on_disk = json.loads((experiment / "summary.json").read_text(), parse_constant=no_nan)
     assert on_disk["coevolve"]["trained_on_admitted"] == {"0": 1, "1": 2}
     md = (experiment / "summary.md").read_text()
-    assert "| coevolve | 3.0 | 1.5 | 3 / 1 | 3 / 2 (1 test requests rejected) | – |" in md
+    assert "| coevolve | 3.0 | 1.5 | 3 / 1 | 3 / 2 (1 evaluation requests rejected) | – |" in md
     assert "<table id=\"tasks\">" in (experiment / "experiment.html").read_text()
