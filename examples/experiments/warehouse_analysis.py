@@ -61,7 +61,7 @@ def analyse_run(db: Path) -> dict[str, float]:
     row["proposed/round"] = sum(r.get("candidates", 0) for r in rounds) / max(len(rounds), 1)
     row["admitted/round"] = sum(r.get("accepted", 0) for r in rounds) / max(len(rounds), 1)
     # candidates that asked a test request verbatim (rejected by validation, issue 19)
-    row["rejected as a test request/round"] = sum((r.get("rejection_reasons") or {}).get(EVAL_REQUEST_REASON, 0)
+    row["rejected as an evaluation request/round"] = sum((r.get("rejection_reasons") or {}).get(EVAL_REQUEST_REASON, 0)
                                                   for r in rounds) / max(len(rounds), 1)
     seed = [q for o, q in tasks.values() if o == "seed"]
     synth = [q for o, q in tasks.values() if o == "synthetic"]
