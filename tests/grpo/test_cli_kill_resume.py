@@ -32,6 +32,17 @@ def weights(run: Path, step: int) -> dict:
     return st.load_file(str(run / "checkpoints" / f"step-{step:06d}" / "policy" / "model.safetensors"))
 
 
+def _metric(run: Path, key: str) -> float | None:
+    import sqlite3
+
+    con = sqlite3.connect(run / "run.sqlite")
+    try:
+        row = con.execute("SELECT value FROM metrics WHERE key = ?", (key,)).fetchone()
+    finally:
+        con.close()
+    return None if row is None else row[0]
+
+
 def trajectories(run: Path) -> list[tuple]:
     import json
     import sqlite3
@@ -54,11 +65,14 @@ def trajectories(run: Path) -> list[tuple]:
 def test_sigkill_and_resume_match_an_uninterrupted_run(tmp_path: Path, sub_env: dict[str, str]) -> None:
     config = str(REPO / "examples" / "kvstore-tiny.yaml")
     whole, killed = tmp_path / "whole", tmp_path / "killed"
-    out = subprocess.run([*coevolve_cmd(), "run", config, "--set", f"run_dir={whole}", *SETTINGS, "-q"],
+    # the second run takes its warm start from the first one's cache: cheaper, and a cached warm
+    # start must lead to exactly the run a computed one leads to (the comparison below checks it)
+    cache = ["--set", f"algorithm.options.warm_start.cache={tmp_path / 'warm-start-cache'}"]
+    out = subprocess.run([*coevolve_cmd(), "run", config, "--set", f"run_dir={whole}", *SETTINGS, *cache, "-q"],
                          capture_output=True, text=True, env=sub_env, timeout=900)
     assert out.returncode == 0, out.stderr[-3000:]
 
-    proc = subprocess.Popen([*coevolve_cmd(), "run", config, "--set", f"run_dir={killed}", *SETTINGS, "-q"],
+    proc = subprocess.Popen([*coevolve_cmd(), "run", config, "--set", f"run_dir={killed}", *SETTINGS, *cache, "-q"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=sub_env)
     latest = killed / "checkpoints" / "latest"
     deadline = time.time() + 600
@@ -69,6 +83,7 @@ def test_sigkill_and_resume_match_an_uninterrupted_run(tmp_path: Path, sub_env: 
     assert latest.exists() and proc.returncode == -signal.SIGKILL
     resumed = subprocess.run([*coevolve_cmd(), "run", "--resume", str(killed)], capture_output=True, text=True, env=sub_env, timeout=900)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert _metric(killed, "warm_start/warm_start_cached") == 1.0 and _metric(whole, "warm_start/warm_start_cached") is None
 
     a, b = weights(whole, 5), weights(killed, 5)
     assert a.keys() == b.keys()
