@@ -1,5 +1,8 @@
-"""Two GRPO steps of SmolLM2-135M-Instruct on the warehouse through `coevolve run`, killed after
-the first checkpoint and resumed: the weights moved and the resumed run finishes from step 1.
+"""Two GRPO steps of SmolLM2-135M-Instruct on the warehouse through `coevolve run`, killed while
+it writes the first checkpoint (after the folder is in place, before the `latest` pointer) and
+resumed: the weights moved and the resumed run goes on from step 1. The kill comes before step 2,
+so no step of the real model is computed twice (rolling back a killed step is checked on the tiny
+model in tests/core/test_resume_exact.py).
 
 Kept small for two shared CPU cores: 2 tasks x group 2, 16 new tokens, two agent turns, no
 evolution, no evaluation (each GRPO step still takes a minute or more here)."""
@@ -48,7 +51,7 @@ def test_two_grpo_steps_move_the_weights_and_a_checkpoint_resumes(tmp_path: Path
     folder = smollm2_folder()
     run = tmp_path / "run"
     config = _config(run)
-    env = {**sub_env, "OMP_NUM_THREADS": "1", "COEVOLVE_TEST_KILL_AT": "checkpoint_begun:2"}
+    env = {**sub_env, "OMP_NUM_THREADS": "1", "COEVOLVE_TEST_KILL_AT": "checkpoint_renamed:1"}
     first = subprocess.run([*coevolve_cmd(), "run", str(config), "-q"], capture_output=True, text=True, env=env, timeout=1800)
     assert first.returncode != 0, "the kill point was not reached"
     assert (run / "checkpoints" / "step-000001").is_dir()
@@ -74,4 +77,4 @@ def test_two_grpo_steps_move_the_weights_and_a_checkpoint_resumes(tmp_path: Path
     finally:
         con.close()
     assert steps == [1, 2]
-    assert len(rows) == 2 * 2 * 2  # two steps of two tasks x group 2 (the killed step 2 was rolled back)
+    assert len(rows) == 2 * 2 * 2  # two steps of two tasks x group 2, each recorded once
