@@ -43,11 +43,11 @@ SETTINGS = {
 
 # aimed kills, in the order a run meets the points (a resumed process counts visits from 1, and
 # each kill sends the next attempt back to the last checkpoint); "random" is a SIGKILL after a
-# random delay. 15 kills in all.
+# random share (20-60%) of the uninterrupted run's time. 15 kills in all.
 KILLS = {
     "sync": ["seed_pool:1", "warm_start:1", "eval_before:1", "checkpoint_renamed:1", "round_started:1", "after_admission:1",
              "eval_during:1", "checkpoint_commit:1", "eval_after:1"],
-    # the random kill comes first: a fresh run cannot finish within its delay, and every aimed
+    # the random kill comes first: a fresh run cannot finish within 60% of a run's time, and every aimed
     # point after it is reachable from wherever it struck
     "async": ["random", "round_started:1", "after_admission:1", "checkpoint_saved:1", "step_recorded:1", "eval_after:1"],
 }
@@ -57,7 +57,10 @@ def _sets(settings: dict[str, Any]) -> list[str]:
     return [arg for k, v in settings.items() for arg in ("--set", f"{k}={json.dumps(v) if isinstance(v, str) else v}")]
 
 
-def _run(args: list[str], env: dict[str, str], kill_at: str | None, rng: random.Random) -> int:
+def _run(args: list[str], env: dict[str, str], kill_at: str | None, rng: random.Random, span: float = 10.0) -> int:
+    """Run `coevolve`; ``kill_at`` "random" sends SIGKILL after a random share (20-60%) of ``span``,
+    the seconds the uninterrupted run took, so the kill lands inside the run however fast the
+    machine is (a fixed 3-8 s once came after a whole run on a quiet machine)."""
     # one torch thread per process: several times faster on a shared 2-core machine, and every
     # attempt computes with the same thread count as the uninterrupted run it is compared with
     env = {**env, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
@@ -67,7 +70,7 @@ def _run(args: list[str], env: dict[str, str], kill_at: str | None, rng: random.
     proc = subprocess.Popen([*coevolve_cmd(), *args, "-q"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
     if kill_at == "random":
         try:
-            proc.wait(timeout=rng.uniform(3.0, 8.0))
+            proc.wait(timeout=rng.uniform(0.2, 0.6) * span)
         except subprocess.TimeoutExpired:
             proc.send_signal(signal.SIGKILL)
     _, err = proc.communicate(timeout=900)
@@ -124,14 +127,16 @@ def test_killed_again_and_again_ends_like_an_uninterrupted_run(tmp_path: Path, s
     settings = {**SETTINGS, "evolution.mode": mode}
     rng = random.Random(int(os.environ.get("COEVOLVE_TORTURE_SEED", "16")) + (mode == "async"))
     whole, killed = tmp_path / "whole", tmp_path / "killed"
+    t0 = time.monotonic()
     assert _run(["run", str(CONFIG), "--set", f"run_dir={whole}", *_sets(settings)], sub_env, None, rng) == 0
+    span = time.monotonic() - t0
 
     kills = []
     for spec in KILLS[mode]:
         # until the run has written its folder (a random kill may strike before), it starts afresh
         fresh = not (killed / "config.yaml").exists()
         args = ["run", str(CONFIG), "--set", f"run_dir={killed}", *_sets(settings)] if fresh else ["run", "--resume", str(killed)]
-        code = _run(args, sub_env, spec, rng)
+        code = _run(args, sub_env, spec, rng, span)
         if code == 0:
             break  # a random kill came too late: the run finished
         kills.append(spec)
