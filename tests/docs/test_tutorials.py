@@ -33,4 +33,6 @@ def test_environment_plugin_tutorial_runs(tmp_path: Path) -> None:
         after = [json.loads(d) for (d,) in con.execute("SELECT data FROM evals WHERE phase = 'after'")]
     finally:
         con.close()
-    assert after and after[-1]["tasks"] == 40 and after[-1]["success_rate"] > 0, after
+    # 0.850 measured (seed 0); with the old patience of 4 checks the warm start stopped on the
+    # world's early plateau and the run scored 0.150
+    assert after and after[-1]["tasks"] == 40 and after[-1]["success_rate"] >= 0.5, after

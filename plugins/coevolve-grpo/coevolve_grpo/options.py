@@ -35,7 +35,11 @@ class AutoWarmStart(BaseModel):
     holdout: float = Field(0.15, gt=0, lt=1, description="Share of the seed conversations held aside to measure (never trained on "
                                                            "during the warm start; RL still uses their tasks).")
     check_every: int = Field(50, ge=1, description="Optimiser steps between two measurements.")
-    patience: int = Field(4, ge=1, description="Stop after this many measurements without a new best.")
+    patience: int = Field(
+        10, ge=1, description="Stop after this many measurements without a new best. A model learning a new world can sit on a "
+        "plateau for several checks before the share rises again (the tutorial's library world: 7 checks, 100 to 450 steps); "
+        "4 stopped it there, at a fifth of what it reached.",
+    )
     min_steps: int = Field(100, ge=0, description="Never stop before this many steps.")
     max_steps: int = Field(3000, ge=1, description="Stop here at the latest.")
 
