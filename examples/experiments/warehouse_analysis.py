@@ -1,14 +1,23 @@
 """What the signals, the teacher and the pool did in each arm of a warehouse experiment.
 
     python examples/experiments/warehouse_analysis.py runs/experiments/warehouse [--markdown]
+    python examples/experiments/warehouse_analysis.py DIR --compositions [--seeds 2,4] [--markdown]
 
 Reads every run folder of the experiment (read-only) and prints, per arm (mean over seeds):
 signals handed to the teacher per round by kind, tasks proposed and admitted per round, the
 skills of the admitted tasks (how many need a count read from the live state: the skills the
 held-out split needs and the seed pool under-covers), and how the agent did in training on seed
-versus admitted tasks and on tasks with versus without a state skill. This is the "why" next to
+versus admitted tasks and on tasks with versus without a state skill, and the admitted tasks'
+share of the advantage mass (sum of |score - group mean|) beside their share of rollouts. This is the "why" next to
 the summary's "what": are there signals, what did the teacher make of them, what did the pool
 become.
+
+``--compositions`` looks at the data itself: for each skill composition (the skills a request
+chains, in order, e.g. ``move_all+clear``) its share of the evaluation split, of the seed pool
+and of each arm's admitted tasks, and each arm's final evaluation success on it (mean over the
+seeds named by ``--seeds``, all by default). It answers "what did the admitted tasks add, and
+what did the agent lose where they added nothing". The evaluation tasks are rebuilt from the
+run's saved environment options (nothing in the run folder is executed).
 """
 
 from __future__ import annotations
@@ -50,6 +59,7 @@ def analyse_run(db: Path) -> dict[str, float]:
         tasks = {tid: (origin, json.loads(data)["query"]) for tid, origin, data in con.execute("SELECT id, origin, data FROM tasks")}
         rounds = [json.loads(d) for (d,) in con.execute("SELECT data FROM rounds ORDER BY round")]
         trajs = con.execute("SELECT task_id, success FROM trajectories WHERE phase = 'train'").fetchall()
+        scored = con.execute("SELECT step, task_id, score FROM trajectories WHERE phase = 'train'").fetchall()
     finally:
         con.close()
     row: dict[str, float] = {"rounds": len(rounds)}
@@ -77,6 +87,17 @@ def analyse_run(db: Path) -> dict[str, float]:
         by["train rollouts on admitted tasks (share)"].append(origin == "synthetic")
     for k, v in by.items():
         row[k] = sum(v) / len(v)
+    # how much of the update the admitted tasks drive: their share of sum |score - group mean| over
+    # each step's groups (a group = one task's rollouts in one step), beside their share of rollouts
+    groups: dict[tuple[int, str], list[float]] = defaultdict(list)
+    for step, tid, score in scored:
+        groups[(step, tid)].append(score)
+    mass = {True: 0.0, False: 0.0}
+    for (_, tid), scores in groups.items():
+        mean = sum(scores) / len(scores)
+        mass[tasks.get(tid, ("?", ""))[0] == "synthetic"] += sum(abs(x - mean) for x in scores)
+    if synth and sum(mass.values()) > 0:
+        row["admitted tasks' share of the advantage mass"] = mass[True] / sum(mass.values())
     return row
 
 
@@ -99,11 +120,98 @@ def analyse(exp: Path) -> dict[str, dict[str, float]]:
     return out
 
 
+def composition(query: str) -> str:
+    return "+".join(skills_of(query))
+
+
+def compositions(exp: Path, seeds: set[int] | None = None) -> tuple[list[str], list[dict[str, object]]]:
+    """(arms, rows): one row per skill composition of the evaluation split, most frequent first,
+    with its share of the split, of the seed pool and of each arm's admitted tasks, and each arm's
+    final success on it (mean over the chosen seeds' runs)."""
+    import yaml
+
+    from coevolve_warehouse.env import WarehouseEnv
+
+    runs = sorted(exp.glob("runs/*/seed-*/run.sqlite"))
+    if seeds is not None:
+        runs = [r for r in runs if int(r.parent.name.split("-", 1)[1]) in seeds]
+    if not runs:
+        raise SystemExit(f"no run folders under {exp}/runs for those seeds")
+    cfg = yaml.safe_load((runs[0].parent / "config.yaml").read_text())
+    split = (cfg.get("eval") or {}).get("split", "test")
+    env = WarehouseEnv(**(cfg["environment"].get("options") or {}))
+    eval_kind = {t.id: composition(t.query) for t in env.tasks(split)}
+    arms: list[str] = []
+    seed_kinds: Counter[str] = Counter()
+    admitted: dict[str, Counter[str]] = defaultdict(Counter)
+    success: dict[str, dict[str, list[int]]] = defaultdict(lambda: defaultdict(list))
+    for db in runs:
+        arm = db.parent.parent.name
+        if arm not in arms:
+            arms.append(arm)
+        con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+        try:
+            tasks = con.execute("SELECT origin, data FROM tasks").fetchall()
+            last = con.execute("SELECT MAX(step) FROM trajectories WHERE phase LIKE 'eval%'").fetchone()[0]
+            evals = con.execute("SELECT task_id, success FROM trajectories WHERE phase LIKE 'eval%' AND step = ?", (last,)).fetchall()
+        finally:
+            con.close()
+        for origin, data in tasks:
+            k = composition(json.loads(data)["query"])
+            if origin == "synthetic":
+                admitted[arm][k] += 1
+        if db == runs[0]:  # the seed pool is the same in every run of one experiment (same config, same env)
+            seed_kinds.update(composition(json.loads(d)["query"]) for o, d in tasks if o != "synthetic")
+        for tid, ok in evals:
+            success[arm][eval_kind.get(tid, "?")].append(ok)
+    n_eval = Counter(eval_kind.values())
+    rows: list[dict[str, object]] = []
+    for k, n in n_eval.most_common():
+        row: dict[str, object] = {"composition": k, "eval share": n / len(eval_kind),
+                                  "seed pool share": seed_kinds[k] / max(sum(seed_kinds.values()), 1)}
+        for arm in arms:
+            if sum(admitted[arm].values()):
+                row[f"{arm}: admitted share"] = admitted[arm][k] / sum(admitted[arm].values())
+        for arm in arms:
+            v = success[arm].get(k, [])
+            row[f"{arm}: success"] = sum(v) / len(v) if v else float("nan")
+        rows.append(row)
+    rest: dict[str, object] = {"composition": "(not in the evaluation split)", "eval share": 0.0,
+                               "seed pool share": sum(v for k, v in seed_kinds.items() if k not in n_eval) / max(sum(seed_kinds.values()), 1)}
+    for arm in arms:
+        if sum(admitted[arm].values()):
+            rest[f"{arm}: admitted share"] = sum(v for k, v in admitted[arm].items() if k not in n_eval) / sum(admitted[arm].values())
+    rows.append(rest)
+    return arms, rows
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("experiment_dir", type=Path)
     ap.add_argument("--markdown", action="store_true", help="print a Markdown table (arms as columns)")
+    ap.add_argument("--compositions", action="store_true", help="per skill composition: shares of the evaluation split, "
+                    "the seed pool and the admitted tasks, and each arm's final success on it")
+    ap.add_argument("--seeds", default=None, help="with --compositions: comma-separated seeds to include (default: all)")
     a = ap.parse_args(argv)
+    if a.compositions:
+        try:
+            seeds = {int(x) for x in a.seeds.split(",")} if a.seeds else None
+        except ValueError:
+            ap.error(f"--seeds takes comma-separated integers such as 2,4, not {a.seeds!r}")
+        _, rows = compositions(a.experiment_dir, seeds)
+        cols = list(dict.fromkeys(c for r in rows for c in r))
+        digits = 2 if a.markdown else 4  # the tab-separated form is for programs: keep the precision
+        cell = lambda v: v if isinstance(v, str) else ("–" if v != v else f"{v:.{digits}f}")  # noqa: E731
+        if a.markdown:
+            print("| " + " | ".join(cols) + " |")
+            print("|---|" + "---:|" * (len(cols) - 1))
+            for r in rows:
+                print("| " + " | ".join(cell(r.get(c, float("nan"))) for c in cols) + " |")
+        else:
+            print("\t".join(cols))
+            for r in rows:
+                print("\t".join(cell(r.get(c, float("nan"))) for c in cols))
+        return 0
     table = analyse(a.experiment_dir)
     arms = list(table)
     figures = list(dict.fromkeys(k for arm in arms for k in table[arm]))

@@ -32,3 +32,30 @@ def test_the_demo_evaluates_before_the_warm_start_before_rl_during_and_after(tmp
     assert "eval initial:" in proc.stdout and "eval after:" in proc.stdout
     html = (run / "report.html").read_text()
     assert "report/eval.png" in html and "initial" in html
+    _compositions_read_the_run(tmp_path, run)
+
+
+def _compositions_read_the_run(tmp_path: Path, run: Path) -> None:
+    """examples/experiments/warehouse_analysis.py --compositions on this run laid out as a
+    one-arm experiment: every request of the evaluation split, the seed pool and the admitted
+    tasks is read back to known skills, the shares add up, and a bad --seeds is a usage error."""
+    import sys
+
+    exp = tmp_path / "exp"
+    (exp / "runs" / "coevolve").mkdir(parents=True)
+    (exp / "runs" / "coevolve" / "seed-0").symlink_to(run)
+    script = REPO / "examples" / "experiments" / "warehouse_analysis.py"
+    out = subprocess.run([sys.executable, str(script), str(exp), "--compositions"], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    header, *lines = [line.split("\t") for line in out.stdout.strip().splitlines()]
+    assert header[:3] == ["composition", "eval share", "seed pool share"] and "coevolve: success" in header
+    rows = [dict(zip(header, line)) for line in lines]
+    assert rows[-1]["composition"] == "(not in the evaluation split)"
+    assert all("?" not in r["composition"] for r in rows[:-1]), [r["composition"] for r in rows]
+    assert abs(sum(float(r["eval share"]) for r in rows) - 1) < 1e-3
+    assert abs(sum(float(r["seed pool share"]) for r in rows) - 1) < 1e-3
+    scored = [float(r["coevolve: success"]) for r in rows[:-1] if r["coevolve: success"] != "–"]
+    assert scored and all(0 <= v <= 1 for v in scored)
+    for bad, message in (("x", "comma-separated integers"), ("7", "no run folders")):
+        err = subprocess.run([sys.executable, str(script), str(exp), "--compositions", "--seeds", bad], capture_output=True, text=True, timeout=300)
+        assert err.returncode != 0 and message in err.stderr, err.stderr
