@@ -1,6 +1,6 @@
 """What the signals, the teacher and the pool did in each arm of a warehouse experiment.
 
-    python examples/experiments/warehouse_analysis.py runs/experiments/warehouse [--markdown]
+    python examples/experiments/warehouse_analysis.py runs/experiments/warehouse [--seeds 2,4] [--markdown]
     python examples/experiments/warehouse_analysis.py DIR --compositions [--seeds 2,4] [--markdown]
 
 Reads every run folder of the experiment (read-only) and prints, per arm (mean over seeds):
@@ -8,14 +8,16 @@ signals handed to the teacher per round by kind, tasks proposed and admitted per
 skills of the admitted tasks (how many need a count read from the live state: the skills the
 held-out split needs and the seed pool under-covers), and how the agent did in training on seed
 versus admitted tasks and on tasks with versus without a state skill, and the admitted tasks'
-share of the advantage mass (sum of |score - group mean|) beside their share of rollouts. This is the "why" next to
-the summary's "what": are there signals, what did the teacher make of them, what did the pool
-become.
+share of the advantage mass (sum of |score - group mean|) beside their share of rollouts. This
+is the "why" next to the summary's "what": are there signals, what did the teacher make of them,
+what did the pool become.
 
 ``--compositions`` looks at the data itself: for each skill composition (the skills a request
 chains, in order, e.g. ``move_all+clear``) its share of the evaluation split, of the seed pool
 and of each arm's admitted tasks, and each arm's final evaluation success on it (mean over the
-seeds named by ``--seeds``, all by default). It answers "what did the admitted tasks add, and
+seeds named by ``--seeds``, all by default), and at the end, for each arm that admitted tasks,
+every arm's success on the compositions that make up at least 3% of its admitted tasks and on
+the rest, weighted by their share of the split. It answers "what did the admitted tasks add, and
 what did the agent lose where they added nothing". The evaluation tasks are rebuilt from the
 run's saved environment options (nothing in the run folder is executed).
 """
@@ -58,8 +60,7 @@ def analyse_run(db: Path) -> dict[str, float]:
     try:
         tasks = {tid: (origin, json.loads(data)["query"]) for tid, origin, data in con.execute("SELECT id, origin, data FROM tasks")}
         rounds = [json.loads(d) for (d,) in con.execute("SELECT data FROM rounds ORDER BY round")]
-        trajs = con.execute("SELECT task_id, success FROM trajectories WHERE phase = 'train'").fetchall()
-        scored = con.execute("SELECT step, task_id, score FROM trajectories WHERE phase = 'train'").fetchall()
+        trajs = con.execute("SELECT step, task_id, success, score FROM trajectories WHERE phase = 'train'").fetchall()
     finally:
         con.close()
     row: dict[str, float] = {"rounds": len(rounds)}
@@ -80,7 +81,7 @@ def analyse_run(db: Path) -> dict[str, float]:
     row["seed: state-skill share"] = sum(map(has_state_skill, seed)) / max(len(seed), 1)
     row["admitted: state-skill share"] = sum(map(has_state_skill, synth)) / max(len(synth), 1) if synth else float("nan")
     by: dict[str, list[int]] = defaultdict(list)
-    for tid, ok in trajs:
+    for _, tid, ok, _ in trajs:
         origin, query = tasks.get(tid, ("?", ""))
         by[f"train success on {'admitted' if origin == 'synthetic' else origin} tasks"].append(ok)
         by[f"train success, {'state' if has_state_skill(query) else 'direct'}-skill tasks"].append(ok)
@@ -90,7 +91,7 @@ def analyse_run(db: Path) -> dict[str, float]:
     # how much of the update the admitted tasks drive: their share of sum |score - group mean| over
     # each step's groups (a group = one task's rollouts in one step), beside their share of rollouts
     groups: dict[tuple[int, str], list[float]] = defaultdict(list)
-    for step, tid, score in scored:
+    for step, tid, _, score in trajs:
         groups[(step, tid)].append(score)
     mass = {True: 0.0, False: 0.0}
     for (_, tid), scores in groups.items():
@@ -101,11 +102,19 @@ def analyse_run(db: Path) -> dict[str, float]:
     return row
 
 
-def analyse(exp: Path) -> dict[str, dict[str, float]]:
-    """arm -> figure -> mean over the arm's finished runs."""
+def _runs(exp: Path, seeds: set[int] | None) -> list[Path]:
     runs = sorted(exp.glob("runs/*/seed-*/run.sqlite"))
+    if seeds is not None:
+        runs = [r for r in runs if int(r.parent.name.split("-", 1)[1]) in seeds]
     if not runs:
-        raise SystemExit(f"no run folders under {exp}/runs: is this an experiment folder?")
+        raise SystemExit(f"no run folders under {exp}/runs" + (f" for seeds {sorted(seeds)}" if seeds is not None else "")
+                         + ": is this an experiment folder?")
+    return runs
+
+
+def analyse(exp: Path, seeds: set[int] | None = None) -> dict[str, dict[str, float]]:
+    """arm -> figure -> mean over the arm's finished runs (of the given seeds, all by default)."""
+    runs = _runs(exp, seeds)
     per_arm: dict[str, list[dict[str, float]]] = defaultdict(list)
     for db in runs:
         per_arm[db.parent.parent.name].append(analyse_run(db))
@@ -120,6 +129,9 @@ def analyse(exp: Path) -> dict[str, dict[str, float]]:
     return out
 
 
+COVERED = 0.03  # a composition is "covered" by an arm's admitted tasks when at least 3% of them are of it
+
+
 def composition(query: str) -> str:
     return "+".join(skills_of(query))
 
@@ -132,11 +144,7 @@ def compositions(exp: Path, seeds: set[int] | None = None) -> tuple[list[str], l
 
     from coevolve_warehouse.env import WarehouseEnv
 
-    runs = sorted(exp.glob("runs/*/seed-*/run.sqlite"))
-    if seeds is not None:
-        runs = [r for r in runs if int(r.parent.name.split("-", 1)[1]) in seeds]
-    if not runs:
-        raise SystemExit(f"no run folders under {exp}/runs for those seeds")
+    runs = _runs(exp, seeds)
     cfg = yaml.safe_load((runs[0].parent / "config.yaml").read_text())
     split = (cfg.get("eval") or {}).get("split", "test")
     env = WarehouseEnv(**(cfg["environment"].get("options") or {}))
@@ -182,6 +190,17 @@ def compositions(exp: Path, seeds: set[int] | None = None) -> tuple[list[str], l
         if sum(admitted[arm].values()):
             rest[f"{arm}: admitted share"] = sum(v for k, v in admitted[arm].items() if k not in n_eval) / sum(admitted[arm].values())
     rows.append(rest)
+    # for each arm that admitted tasks: every arm's success on the compositions making up at least
+    # COVERED of its admitted tasks, and on the others, each weighted by its share of the split
+    for adm in [a for a in arms if sum(admitted[a].values())]:
+        covered = {k for k in n_eval if admitted[adm][k] / sum(admitted[adm].values()) >= COVERED}
+        for label, ks in ((f"(covered by {adm}'s admitted tasks)", covered), (f"(not covered by {adm}'s admitted tasks)", set(n_eval) - covered)):
+            agg: dict[str, object] = {"composition": label, "eval share": sum(n_eval[k] for k in ks) / len(eval_kind)}
+            for arm in arms:
+                pairs = [(n_eval[k], sum(success[arm][k]) / len(success[arm][k])) for k in ks if success[arm].get(k)]
+                w = sum(n for n, _ in pairs)
+                agg[f"{arm}: success"] = sum(n * v for n, v in pairs) / w if w else float("nan")
+            rows.append(agg)
     return arms, rows
 
 
@@ -191,13 +210,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--markdown", action="store_true", help="print a Markdown table (arms as columns)")
     ap.add_argument("--compositions", action="store_true", help="per skill composition: shares of the evaluation split, "
                     "the seed pool and the admitted tasks, and each arm's final success on it")
-    ap.add_argument("--seeds", default=None, help="with --compositions: comma-separated seeds to include (default: all)")
+    ap.add_argument("--seeds", default=None, help="comma-separated seeds to include (default: all)")
     a = ap.parse_args(argv)
+    try:
+        seeds = {int(x) for x in a.seeds.split(",")} if a.seeds else None
+    except ValueError:
+        ap.error(f"--seeds takes comma-separated integers such as 2,4, not {a.seeds!r}")
     if a.compositions:
-        try:
-            seeds = {int(x) for x in a.seeds.split(",")} if a.seeds else None
-        except ValueError:
-            ap.error(f"--seeds takes comma-separated integers such as 2,4, not {a.seeds!r}")
         _, rows = compositions(a.experiment_dir, seeds)
         cols = list(dict.fromkeys(c for r in rows for c in r))
         digits = 2 if a.markdown else 4  # the tab-separated form is for programs: keep the precision
@@ -212,7 +231,7 @@ def main(argv: list[str] | None = None) -> int:
             for r in rows:
                 print("\t".join(cell(r.get(c, float("nan"))) for c in cols))
         return 0
-    table = analyse(a.experiment_dir)
+    table = analyse(a.experiment_dir, seeds)
     arms = list(table)
     figures = list(dict.fromkeys(k for arm in arms for k in table[arm]))
     fmt = lambda v: "–" if v != v else (f"{v:.0f}" if float(v).is_integer() and abs(v) >= 1 else f"{v:.2f}")  # noqa: E731

@@ -49,8 +49,15 @@ def _compositions_read_the_run(tmp_path: Path, run: Path) -> None:
     assert out.returncode == 0, out.stderr[-3000:]
     header, *lines = [line.split("\t") for line in out.stdout.strip().splitlines()]
     assert header[:3] == ["composition", "eval share", "seed pool share"] and "coevolve: success" in header
-    rows = [dict(zip(header, line)) for line in lines]
+    every = [dict(zip(header, line)) for line in lines]
+    end = next(i for i, r in enumerate(every) if r["composition"] == "(not in the evaluation split)")
+    rows, covered = every[: end + 1], every[end + 1 :]
     assert rows[-1]["composition"] == "(not in the evaluation split)"
+    # after it, per arm that admitted tasks: the split in two (covered by its admitted tasks, not)
+    assert len(covered) % 2 == 0
+    for pair in zip(covered[::2], covered[1::2]):
+        assert pair[0]["composition"].startswith("(covered") and pair[1]["composition"].startswith("(not covered")
+        assert abs(sum(float(r["eval share"]) for r in pair) - 1) < 1e-3
     assert all("?" not in r["composition"] for r in rows[:-1]), [r["composition"] for r in rows]
     assert abs(sum(float(r["eval share"]) for r in rows) - 1) < 1e-3
     assert abs(sum(float(r["seed pool share"]) for r in rows) - 1) < 1e-3
