@@ -237,3 +237,31 @@ def test_no_unrestricted_unpickling_in_the_grpo_plugin() -> None:
         text = f.read_text(encoding="utf-8")
         assert "weights_only=False" not in text, f
         assert "pickle.load" not in text and "load_state(" not in text, f
+
+
+def test_state_trees_with_shared_views_and_odd_tensors_round_trip(tmp_path: Path) -> None:
+    """Tensors already alone on their CPU storage are written without a copy; every other kind
+    (views, two tensors on one storage, the same tensor twice, non-contiguous, empty, a scalar,
+    bfloat16) is still written whole and read back equal, and the saved tree does not alias the
+    caller's tensors afterwards."""
+    from coevolve_grpo.state_files import load_tree, save_tree
+
+    base = torch.arange(24, dtype=torch.float32).reshape(4, 6)
+    own = torch.randn(5, 3)
+    tree = {
+        "own": own, "again": own,                        # one tensor stored twice
+        "row": base[1], "rows": base[2:],                # two views of one storage, offset != 0
+        "base": base, "t": base.t(),                     # the storage itself and a non-contiguous view
+        "empty": torch.empty(0), "scalar": torch.tensor(3.5), "bf16": torch.ones(3, dtype=torch.bfloat16),
+        "steps": [torch.tensor(7), {"lr": 0.1}],
+    }
+    save_tree(tree, tmp_path, "state")
+    base.add_(100.0)  # the file holds what the tree was when it was saved
+    own.zero_()
+    back = load_tree(tmp_path, "state")
+    want = torch.arange(24, dtype=torch.float32).reshape(4, 6)
+    assert torch.equal(back["base"], want) and torch.equal(back["row"], want[1]) and torch.equal(back["rows"], want[2:])
+    assert torch.equal(back["t"], want.t())
+    assert torch.equal(back["again"], back["own"]) and not torch.equal(back["own"], own)
+    assert back["empty"].shape == (0,) and back["scalar"].item() == 3.5 and back["bf16"].dtype == torch.bfloat16
+    assert back["steps"][0].item() == 7 and back["steps"][1] == {"lr": 0.1}

@@ -42,14 +42,32 @@ def save_tree(tree: Any, folder: Path, name: str) -> None:
     from safetensors.torch import save_file
 
     tensors: dict[str, Any] = {}
+    storages: set[int] = set()
+
+    def own_cpu_tensor(x: Any) -> Any:
+        """``x`` itself when it already is a CPU tensor alone on its whole storage, else a copy.
+
+        safetensors refuses tensors that share memory, so a view, a tensor on another device
+        or a second tensor on a storage already taken is copied; an optimizer's moments (each
+        on its own storage) are written as they are. Copying them all doubled the checkpoint's
+        memory (a 135M-parameter model's AdamW state is 1 GB) and was a fifth of its time.
+        The save is synchronous, so nothing changes a tensor while it is written."""
+        t = x.detach()
+        if t.device.type == "cpu" and t.is_contiguous() and t.storage_offset() == 0:
+            storage = t.untyped_storage()
+            ptr = storage.data_ptr()
+            if storage.nbytes() == t.numel() * t.element_size() and ptr not in storages:
+                if ptr:  # empty tensors have no storage to share
+                    storages.add(ptr)
+                return t
+        return t.to("cpu", copy=True).contiguous()
 
     def enc(x: Any, where: str) -> Any:
         if x is None or isinstance(x, (bool, int, float, str)):
             return x
         if isinstance(x, torch.Tensor):
             key = f"t{len(tensors)}"
-            # its own contiguous CPU storage: safetensors refuses tensors that share memory
-            tensors[key] = x.detach().to("cpu", copy=True).contiguous()
+            tensors[key] = own_cpu_tensor(x)
             return {"tensor": key}
         if _is_ndarray(x):
             key = f"t{len(tensors)}"
