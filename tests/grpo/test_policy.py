@@ -147,6 +147,44 @@ def test_tiny_policy_builds_from_the_environment(tmp_path):
         TinyPolicy(TinyPolicy.Options(hidden_size=100, heads=3), ctx).model
 
 
+@pytest.mark.parametrize("greedy", [True, False])
+def test_rows_that_finish_early_leave_the_batch_without_changing_any_row(pol, greedy, monkeypatch):
+    """Finished rows are dropped from the decoding batch (with their cache). Whatever the order
+    rows finish in, each row's tokens are what decoding it alone gives (greedy) and each
+    logprob is the teacher-forced one (sampled); rows finished before the others keep their
+    length, their stop token and ``finished``."""
+    opening, tools = _opening()
+    full = pol.encode_prompt(opening, tools)
+    prompts = [full, full[: len(full) // 2], pol.encode_prompt(opening[1:], []), full[: len(full) // 3], full[:-3], full[:7]]
+    from transformers.cache_utils import Cache
+
+    dropped: list[int] = []
+    select = Cache.batch_select_indices
+    monkeypatch.setattr(Cache, "batch_select_indices", lambda self, idx: (dropped.append(len(idx)), select(self, idx))[1])
+    saved = pol._stop_ids
+    # a third of the vocabulary ends a turn, so that rows stop at different steps
+    pol._stop_ids = sorted({*saved, *range(3, len(pol.tokenizer), 3)})
+    try:
+        torch.manual_seed(1)
+        gens = pol.generate(prompts, max_new_tokens=12, temperature=1.0, greedy=greedy)
+        alone = [pol.generate([p], max_new_tokens=12, greedy=True)[0] for p in prompts] if greedy else None
+    finally:
+        pol._stop_ids = saved
+    lengths = [len(g.token_ids) for g in gens]
+    assert len(set(lengths)) > 1, f"every row ran {lengths[0]} tokens: nothing left the batch early"
+    assert dropped, "finished rows stayed in the batch"
+    stops = set(pol._stop_ids) | set(range(3, len(pol.tokenizer), 3))
+    for i, (p, g) in enumerate(zip(prompts, gens)):
+        assert len(g.token_ids) == len(g.logprobs) >= 1
+        assert g.finished == (g.token_ids[-1] in stops) and not (set(g.token_ids[:-1]) & stops)
+        if alone is not None:
+            assert g.token_ids == alone[i].token_ids, (i, g.token_ids, alone[i].token_ids)
+        with torch.no_grad():
+            logits = pol.model(input_ids=torch.tensor([p + g.token_ids])).logits[0].float()
+        lp = torch.log_softmax(logits[len(p) - 1 : -1], -1).gather(1, torch.tensor(g.token_ids)[:, None])[:, 0]
+        assert torch.allclose(lp, torch.tensor(g.logprobs), atol=1e-4), (i, lp, g.logprobs)
+
+
 def test_hf_policy_with_absolute_positions_decodes_left_padded_batches(pol, tmp_path):
     """Any causal LM: a GPT-2 (learned absolute positions) built from a config and saved
     locally; left padding must not shift the positions of the real tokens."""

@@ -321,6 +321,12 @@ class HFPolicy(TrainablePolicy):
                 res = model(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True, **extra)
                 cache = getattr(res, cache_kw)
                 logits = res.logits[:, -1, :].float()
+                # ``rows``: the original row of each row still decoded. A finished row costs as much
+                # as a live one in every later forward pass, and in a batch of agent turns half the
+                # row-steps were finished rows (the longest turn sets the pace), so finished rows
+                # leave the batch, with their part of the cache, once they are an eighth of it.
+                rows = torch.arange(b, device=device)
+                can_drop = callable(getattr(cache, "batch_select_indices", None))
                 for t in range(max_new_tokens):
                     logp = torch.log_softmax(logits, dim=-1)
                     if greedy:
@@ -328,21 +334,28 @@ class HFPolicy(TrainablePolicy):
                     else:
                         probs = torch.softmax(logits / temperature, dim=-1) if temperature != 1.0 else logp.exp()
                         tok = torch.multinomial(probs, 1).squeeze(1)
-                    tok = torch.where(done, torch.full_like(tok, pad), tok)
-                    new_tokens[:, t] = tok
-                    new_lp[:, t] = torch.where(done, 0.0, logp.gather(1, tok[:, None]).squeeze(1))
-                    lengths += (~done).long()
-                    hit = torch.isin(tok, stop)
+                    live = ~done[rows]
+                    tok = torch.where(live, tok, torch.full_like(tok, pad))
+                    new_tokens[rows, t] = tok
+                    new_lp[rows, t] = torch.where(live, logp.gather(1, tok[:, None]).squeeze(1), 0.0)
+                    lengths[rows] += live.long()
+                    hit = torch.isin(tok, stop) & live
                     if stop_texts:  # the row's text so far ends a completion (its last tokens decoded)
-                        tails = new_tokens[:, max(0, t + 1 - tail_len) : t + 1].cpu().tolist()
-                        for r in (~(done | hit)).nonzero().flatten().tolist():
-                            if any(x in self.tokenizer.decode(tails[r], skip_special_tokens=False) for x in stop_texts):
-                                hit[r] = True
-                                cut[r] = True
-                    done = done | hit
-                    if bool(done.all()) or t == max_new_tokens - 1:
+                        tails = new_tokens[rows, max(0, t + 1 - tail_len) : t + 1].cpu().tolist()
+                        for i in (live & ~hit).nonzero().flatten().tolist():
+                            if any(x in self.tokenizer.decode(tails[i], skip_special_tokens=False) for x in stop_texts):
+                                hit[i] = True
+                                cut[int(rows[i])] = True
+                    done[rows] = done[rows] | hit
+                    finished = done[rows]
+                    if bool(finished.all()) or t == max_new_tokens - 1:
                         break
-                    mask = torch.cat([mask, torch.ones((b, 1), dtype=mask.dtype, device=device)], dim=1)
+                    n_finished = int(finished.sum())
+                    if can_drop and n_finished and n_finished * 8 >= len(rows):
+                        keep = (~finished).nonzero().flatten()
+                        cache.batch_select_indices(keep)
+                        rows, tok, mask, next_pos = rows[keep], tok[keep], mask[keep], next_pos[keep]
+                    mask = torch.cat([mask, torch.ones((len(rows), 1), dtype=mask.dtype, device=device)], dim=1)
                     pos = next_pos + t
                     res = model(input_ids=tok[:, None], attention_mask=mask, position_ids=pos, use_cache=True, **{cache_kw: cache})
                     cache = getattr(res, cache_kw)
