@@ -43,6 +43,7 @@ class Bench:
 BENCHES = [
     Bench("grpo_vs_trl", ["--steps", "3", "--prompts", "4", "--group", "4", "--tokens", "16"], []),
     Bench("rollout_vs_generate", ["--episodes", "32", "--tokens", "32", "--repeat", "3"], []),
+    Bench("turn_cache", ["--episodes", "32", "--repeat", "2"], []),
     Bench("warm_start", ["--steps", "2", "--rounds", "2"], []),
     Bench("signals_throughput", ["--records", "300000", "--no-memory"], []),
     # a round of ~1.3 steps, as in the paper (Table 7: 480 s a round, 376 s a step), admitted async_lag=2 steps later

@@ -185,6 +185,65 @@ def test_rows_that_finish_early_leave_the_batch_without_changing_any_row(pol, gr
         assert torch.allclose(lp, torch.tensor(g.logprobs), atol=1e-4), (i, lp, g.logprobs)
 
 
+def _count_fed_tokens(pol, monkeypatch) -> list[int]:
+    """Tokens the model is given per forward call (the cache's positions are not counted)."""
+    import functools
+
+    fed: list[int] = []
+    forward = pol.model.forward
+
+    @functools.wraps(forward)
+    def counting(*args, **kwargs):
+        fed.append(int(kwargs["input_ids"].numel()))
+        return forward(*args, **kwargs)
+
+    monkeypatch.setattr(pol.model, "forward", counting)
+    return fed
+
+
+def test_later_turns_reuse_the_conversation_cache_and_sample_what_recomputing_would(pol, monkeypatch):
+    """A rollout's second and third turns compute only the tokens added since the turn before
+    (the rest comes from the kept cache): fewer tokens through the model, the same episodes."""
+    env = PickToolEnv(max_steps=3)
+    settings = RolloutConfig(group_size=6, max_new_tokens=10, temperature=1.0)
+    runs = {}
+    for reuse in (False, True):
+        monkeypatch.setattr(pol.options, "reuse_turn_cache", reuse)
+        fed = _count_fed_tokens(pol, monkeypatch)
+        torch.manual_seed(5)
+        groups = collect_groups(pol, EnvPool(lambda: PickToolEnv(max_steps=3)), [env.target_task(), env.target_task()], settings, 0)
+        runs[reuse] = ([t for g in groups for t in g.trajectories], sum(fed))
+    (off, fed_off), (on, fed_on) = runs[False], runs[True]
+    assert max(t.info["turns"] for t in on) >= 2, "no episode reached a second turn: nothing to reuse"
+    assert fed_on < fed_off, (fed_on, fed_off)
+    for a, b in zip(off, on):
+        assert a.token_ids == b.token_ids and a.loss_mask == b.loss_mask
+        assert torch.allclose(torch.tensor(a.logprobs), torch.tensor(b.logprobs), atol=1e-4)
+
+
+def test_a_kept_cache_is_not_used_after_the_weights_change(pol, monkeypatch):
+    opening, tools = _opening()
+    first = pol.encode_prompt(opening, tools)
+    torch.manual_seed(2)
+    g = pol.generate([first], max_new_tokens=6, temperature=1.0)[0]
+    follow = pol.encode_followup([{"role": "tool", "content": "pressed"}])
+    second = first + g.token_ids + ([] if g.finished else [pol.eos_token_id]) + follow
+    weight = next(pol.model.parameters())
+    with torch.no_grad():
+        weight.add_(0.25)  # what an optimiser step does: the kept keys and values are stale now
+    try:
+        fed = _count_fed_tokens(pol, monkeypatch)
+        g2 = pol.generate([second], max_new_tokens=6, temperature=1.0)[0]
+        assert fed[0] == len(second), "the second turn used keys and values computed with the old weights"
+        with torch.no_grad():
+            logits = pol.model(input_ids=torch.tensor([second + g2.token_ids])).logits[0].float()
+    finally:
+        with torch.no_grad():
+            weight.sub_(0.25)
+    lp = torch.log_softmax(logits[len(second) - 1 : -1], -1).gather(1, torch.tensor(g2.token_ids)[:, None])[:, 0]
+    assert torch.allclose(lp, torch.tensor(g2.logprobs), atol=1e-4)
+
+
 def test_hf_policy_with_absolute_positions_decodes_left_padded_batches(pol, tmp_path):
     """Any causal LM: a GPT-2 (learned absolute positions) built from a config and saved
     locally; left padding must not shift the positions of the real tokens."""

@@ -36,6 +36,12 @@ _DTYPES = Literal["auto", "float32", "bfloat16", "float16"]
 _PREFIX = [{"role": "user", "content": "x"}, {"role": "assistant", "content": "y"}]
 
 
+REUSE_TURN_CACHE_DOC = (
+    "Keep each conversation's key/value cache from one agent turn to the next, so that a turn computes only the "
+    "tokens added since the last (the tool result and the next prompt), not the whole conversation again; dropped "
+    "whenever the weights change. false: every turn from scratch.")
+
+
 class HFPolicyOptions(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -52,6 +58,7 @@ class HFPolicyOptions(BaseModel):
     attn_implementation: str | None = Field(None, description="e.g. sdpa, flash_attention_2; None = transformers' default.")
     max_context: int = Field(4096, ge=16, description="Longest token sequence the policy is asked to handle.")
     max_batch_size: int | None = Field(None, ge=1, description="Prompts decoded together at most; None = all at once.")
+    reuse_turn_cache: bool = Field(True, description=REUSE_TURN_CACHE_DOC)
     seed: int | None = Field(None, description="Seed torch's RNG once when the policy is built; default: the run seed.")
     tools_in_prompt: Literal["template", "system"] = Field(
         "template", description="template: pass the tools to the chat template (tools=); system: write the tool list, how to "
@@ -82,6 +89,7 @@ class TinyPolicyOptions(BaseModel):
     init_from: str | None = Field(None, description="Directory of a saved tiny policy (save_pretrained) to start from.")
     max_context: int = Field(2048, ge=16)
     max_batch_size: int | None = Field(None, ge=1)
+    reuse_turn_cache: bool = Field(True, description=REUSE_TURN_CACHE_DOC)
     seed: int | None = Field(
         None, description="Seed of the weight initialisation and of the tokenizer corpus's random actions (identical on every "
                           "process); default: the run seed, so that runs with different seeds start from different models.")
@@ -152,6 +160,8 @@ class HFPolicy(TrainablePolicy):
         self._model = model.to(device)
         self._tokenizer = tok
         self._prompt_cache: dict[str, list[int]] = {}
+        self._turn_caches: dict[tuple[int, ...], list[tuple[Any, Any]]] = {}
+        self._turn_caches_version: tuple[tuple[int, int], ...] | None = None
         eos = _end_of_turn_id(tok)
         self.eos_token_id = eos
         self._stop_ids = sorted({eos, *([tok.eos_token_id] if tok.eos_token_id is not None else [])})
@@ -275,11 +285,44 @@ class HFPolicy(TrainablePolicy):
     ) -> list[Generation]:
         out: list[Generation] = []
         step = self.options.max_batch_size or max(1, len(prompts))
+        # the caches kept from the previous call are valid only for the weights they were computed with
+        version = self._weights_version() if getattr(self.options, "reuse_turn_cache", False) else None
+        kept = self._turn_caches if version is not None and version == self._turn_caches_version else {}
+        fresh: dict[tuple[int, ...], list[tuple[Any, Any]]] = {}
         for i in range(0, len(prompts), step):
-            out.extend(self._generate_batch(prompts[i : i + step], max_new_tokens, temperature, greedy))
+            out.extend(self._generate_batch(prompts[i : i + step], max_new_tokens, temperature, greedy,
+                                            kept=kept, keep=fresh if version is not None else None))
+        self._turn_caches, self._turn_caches_version = fresh, version
         return out
 
-    def _generate_batch(self, prompts: list[list[int]], max_new_tokens: int, temperature: float, greedy: bool) -> list[Generation]:
+    def _weights_version(self) -> tuple[tuple[int, int], ...]:
+        """Identity and in-place version counter of every parameter: an optimiser step, a
+        ``load_state_dict`` or a swapped parameter changes it."""
+        return tuple((id(p), p._version) for p in self.model.parameters())
+
+    @staticmethod
+    def _longest_kept_prefix(prompt: list[int], kept: dict[tuple[int, ...], Any], lengths: list[int]) -> tuple[int, ...] | None:
+        for n in lengths:  # longest first; a prefix must leave at least one token to compute
+            if n < len(prompt):
+                key = tuple(prompt[:n])
+                if key in kept:
+                    return key
+        return None
+
+    def _generate_batch(
+        self,
+        prompts: list[list[int]],
+        max_new_tokens: int,
+        temperature: float,
+        greedy: bool,
+        *,
+        kept: dict[tuple[int, ...], list[tuple[Any, Any]]] | None = None,
+        keep: dict[tuple[int, ...], list[tuple[Any, Any]]] | None = None,
+    ) -> list[Generation]:
+        """Decode ``prompts`` together. ``kept``: per-layer (keys, values) of token sequences the
+        previous call computed; a prompt that extends one computes only its new tokens. ``keep``
+        receives this call's own, keyed by the tokens each row fed the model (its prompt and
+        every completion token but the last)."""
         import torch
 
         if not prompts:
@@ -290,14 +333,38 @@ class HFPolicy(TrainablePolicy):
         device = self.device
         greedy = greedy or temperature <= 0.0
         b = len(prompts)
-        width = max(len(p) for p in prompts)
         pad = self.tokenizer.pad_token_id
+        lengths_kept = sorted({len(k) for k in kept}, reverse=True) if kept else []
+        prefixes = [self._longest_kept_prefix(p, kept, lengths_kept) if kept else None for p in prompts]
+        past_len = [len(k) if k is not None else 0 for k in prefixes]
+        p_max = max(past_len)
+        # Each row: [left padding | its kept prefix | padding | its new tokens]; the model sees the
+        # prefix through the cache and computes only the new tokens (the padding is masked out)
+        width = max(len(p) - n for p, n in zip(prompts, past_len))
         ids = torch.full((b, width), pad, dtype=torch.long)
-        mask = torch.zeros((b, width), dtype=torch.long)
-        for r, p in enumerate(prompts):  # left padding: every row's last prompt token sits at the end
-            ids[r, width - len(p) :] = torch.tensor(p, dtype=torch.long)
-            mask[r, width - len(p) :] = 1
-        ids, mask = ids.to(device), mask.to(device)
+        mask = torch.zeros((b, p_max + width), dtype=torch.long)
+        positions = torch.zeros((b, width), dtype=torch.long)
+        for r, (p, n) in enumerate(zip(prompts, past_len)):  # left padding: every row's last prompt token sits at the end
+            new = p[n:]
+            ids[r, width - len(new) :] = torch.tensor(new, dtype=torch.long)
+            mask[r, p_max - n : p_max] = 1
+            mask[r, p_max + width - len(new) :] = 1
+            positions[r, width - len(new) :] = torch.arange(n, len(p))
+        ids, mask, positions = ids.to(device), mask.to(device), positions.to(device)
+        past = None
+        if p_max:
+            from transformers.cache_utils import DynamicCache
+
+            layers = []
+            for li, (k0, v0) in enumerate(next(kept[k] for k in prefixes if k is not None)):
+                k = k0.new_zeros((b, k0.shape[0], p_max, k0.shape[2]))
+                v = v0.new_zeros((b, v0.shape[0], p_max, v0.shape[2]))
+                for r, key in enumerate(prefixes):
+                    if key is not None:
+                        k[r, :, p_max - past_len[r] :] = kept[key][li][0]
+                        v[r, :, p_max - past_len[r] :] = kept[key][li][1]
+                layers.append((k.to(device), v.to(device)))
+            past = DynamicCache(layers)
         stop = torch.tensor(self._stop_ids, device=device)
         new_tokens = torch.full((b, max_new_tokens), pad, dtype=torch.long, device=device)
         new_lp = torch.zeros((b, max_new_tokens), dtype=torch.float32, device=device)
@@ -313,13 +380,25 @@ class HFPolicy(TrainablePolicy):
             with torch.inference_mode():
                 # Every row's real tokens take positions 0, 1, ... as in training (right-padded),
                 # which matters for models with absolute position embeddings.
-                positions = (mask.cumsum(-1) - 1).clamp(min=0)
-                next_pos = mask.sum(-1, keepdim=True)
+                next_pos = torch.tensor([[len(p)] for p in prompts], dtype=torch.long, device=device)
                 cache_kw = _cache_keyword(self.model)
                 # Only the last position's logits are needed to start decoding.
                 extra = {"logits_to_keep": 1} if self._logits_to_keep else {}
+                if past is not None:
+                    extra[cache_kw] = past
                 res = model(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True, **extra)
                 cache = getattr(res, cache_kw)
+                if keep is not None and not _plain_dynamic_cache(cache):
+                    keep = None  # sliding windows, quantised or static caches: every turn from scratch
+
+                def keep_rows(which: Any) -> None:
+                    """Store the cache of the rows ``which`` (positions in the current batch)."""
+                    for i in which.tolist():
+                        r = int(rows[i])
+                        n = int(lengths[r])
+                        fed = prompts[r] + new_tokens[r, : n - 1].tolist()
+                        at = mask[i].nonzero().flatten()[: len(fed)]
+                        keep[tuple(fed)] = [(lay.keys[i][:, at].clone(), lay.values[i][:, at].clone()) for lay in cache.layers]
                 logits = res.logits[:, -1, :].float()
                 # ``rows``: the original row of each row still decoded. A finished row costs as much
                 # as a live one in every later forward pass, and in a batch of agent turns half the
@@ -349,12 +428,16 @@ class HFPolicy(TrainablePolicy):
                     done[rows] = done[rows] | hit
                     finished = done[rows]
                     if bool(finished.all()) or t == max_new_tokens - 1:
+                        if keep is not None:
+                            keep_rows(torch.arange(len(rows)))
                         break
                     n_finished = int(finished.sum())
                     if can_drop and n_finished and n_finished * 8 >= len(rows):
-                        keep = (~finished).nonzero().flatten()
-                        cache.batch_select_indices(keep)
-                        rows, tok, mask, next_pos = rows[keep], tok[keep], mask[keep], next_pos[keep]
+                        if keep is not None:
+                            keep_rows(finished.nonzero().flatten())
+                        stay = (~finished).nonzero().flatten()
+                        cache.batch_select_indices(stay)
+                        rows, tok, mask, next_pos = rows[stay], tok[stay], mask[stay], next_pos[stay]
                     mask = torch.cat([mask, torch.ones((len(rows), 1), dtype=mask.dtype, device=device)], dim=1)
                     pos = next_pos + t
                     res = model(input_ids=tok[:, None], attention_mask=mask, position_ids=pos, use_cache=True, **{cache_kw: cache})
@@ -639,6 +722,17 @@ def _accepts(model: Any, name: str) -> bool:
         return name in inspect.signature(model.forward).parameters
     except (TypeError, ValueError):
         return False
+
+
+def _plain_dynamic_cache(cache: Any) -> bool:
+    """A cache whose layers hold every position's keys and values as plain tensors, so that one
+    row's can be cut out and handed to a later call."""
+    try:
+        from transformers.cache_utils import DynamicCache, DynamicLayer
+    except ImportError:
+        return False
+    layers = getattr(cache, "layers", None)
+    return type(cache) is DynamicCache and bool(layers) and all(type(lay) is DynamicLayer for lay in layers)
 
 
 def _cache_keyword(model: Any) -> str:
