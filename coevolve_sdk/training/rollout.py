@@ -125,6 +125,11 @@ def collect_groups(
     finally:
         for env in acquired:
             envs.release(env)
+        # a policy that keeps each conversation's cache between turns (the hf policy) frees it:
+        # these conversations are over, and the memory is wanted by what comes next (an update)
+        release = getattr(policy, "release_turn_caches", None)
+        if callable(release):
+            release()
 
 
 def _roll_out(

@@ -27,6 +27,9 @@ ALLOWED: dict[tuple[str, str], str] = {
         "os._exit is the standard library's documented way for a child to leave without running parent cleanup",
     ("plugins/coevolve-bfcl/coevolve_bfcl/env.py", "inst._load_scenario"):
         "BFCL's backends have no public loader; BFCL's own harness initialises them through _load_scenario",
+    ("plugins/coevolve-grpo/coevolve_grpo/policies.py", "p._version"):
+        "torch has no public counter of in-place changes to a tensor; autograd itself detects stale saved tensors "
+        "with _version, and the hf policy uses it the same way to drop caches computed with older weights (read only)",
     ("plugins/coevolve-bfcl/coevolve_bfcl/sampling.py", "getattr(inst, '_current_dir', None)"):
         "BFCL's file system keeps the working directory only in _current_dir (read, never written)",
 }

@@ -213,6 +213,7 @@ def test_later_turns_reuse_the_conversation_cache_and_sample_what_recomputing_wo
         torch.manual_seed(5)
         groups = collect_groups(pol, EnvPool(lambda: PickToolEnv(max_steps=3)), [env.target_task(), env.target_task()], settings, 0)
         runs[reuse] = ([t for g in groups for t in g.trajectories], sum(fed))
+        assert not pol._turn_caches, "the rollout is over but its conversations' caches are still held"
     (off, fed_off), (on, fed_on) = runs[False], runs[True]
     assert max(t.info["turns"] for t in on) >= 2, "no episode reached a second turn: nothing to reuse"
     assert fed_on < fed_off, (fed_on, fed_off)
