@@ -39,7 +39,8 @@ _PREFIX = [{"role": "user", "content": "x"}, {"role": "assistant", "content": "y
 REUSE_TURN_CACHE_DOC = (
     "Keep each conversation's key/value cache from one agent turn to the next, so that a turn computes only the "
     "tokens added since the last (the tool result and the next prompt), not the whole conversation again; dropped "
-    "whenever the weights change. false: every turn from scratch.")
+    "whenever the weights change. false: every turn from scratch. (The vllm policy leaves this to vLLM's own "
+    "prefix caching.)")
 
 
 class HFPolicyOptions(BaseModel):
@@ -286,7 +287,7 @@ class HFPolicy(TrainablePolicy):
         out: list[Generation] = []
         step = self.options.max_batch_size or max(1, len(prompts))
         # the caches kept from the previous call are valid only for the weights they were computed with
-        version = self._weights_version() if getattr(self.options, "reuse_turn_cache", False) else None
+        version = self._weights_version() if self.options.reuse_turn_cache else None
         kept = self._turn_caches if version is not None and version == self._turn_caches_version else {}
         fresh: dict[tuple[int, ...], list[tuple[Any, Any]]] = {}
         for i in range(0, len(prompts), step):
@@ -355,7 +356,10 @@ class HFPolicy(TrainablePolicy):
         ids = torch.full((b, width), pad, dtype=torch.long)
         mask = torch.zeros((b, p_max + width), dtype=torch.long)
         positions = torch.zeros((b, width), dtype=torch.long)
-        for r, (p, n) in enumerate(zip(prompts, past_len)):  # left padding: every row's last prompt token sits at the end
+        # Left padding: every row's last prompt token sits at the end. Every row's real tokens take
+        # positions 0, 1, ... as in training (right-padded), which matters for models with absolute
+        # position embeddings.
+        for r, (p, n) in enumerate(zip(prompts, past_len)):
             new = p[n:]
             ids[r, width - len(new) :] = torch.tensor(new, dtype=torch.long)
             mask[r, p_max - n : p_max] = 1
@@ -389,8 +393,6 @@ class HFPolicy(TrainablePolicy):
         model.eval()
         try:
             with torch.inference_mode():
-                # Every row's real tokens take positions 0, 1, ... as in training (right-padded),
-                # which matters for models with absolute position embeddings.
                 next_pos = torch.tensor([[len(p)] for p in prompts], dtype=torch.long, device=device)
                 cache_kw = _cache_keyword(self.model)
                 # Only the last position's logits are needed to start decoding.
