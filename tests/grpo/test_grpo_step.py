@@ -159,6 +159,29 @@ def test_groups_with_equal_rewards_carry_no_policy_gradient(tmp_path, tiny_dir):
     assert all(p.grad is None or float(p.grad.abs().max()) == 0.0 for p in pol.model.parameters())
 
 
+def test_drop_equal_groups_updates_as_if_the_flat_groups_were_never_rolled_out(tmp_path, tiny_dir):
+    """drop_equal_groups (DAPO's filter) leaves flat groups out of the update entirely, so they
+    no longer dilute the per-group mean of the loss: the step equals one on the other groups
+    alone, while the metrics still count every group that was rolled out."""
+    groups = _random_groups(300, seed=11)
+    assert max(t.score for t in groups[-1].trajectories) == min(t.score for t in groups[-1].trajectories)
+    informative = [g for g in groups if len({t.score for t in g.trajectories}) > 1]
+    assert 0 < len(informative) < len(groups)
+    after = {}
+    for name, drop, batch in (("drop", True, groups), ("only", False, informative), ("keep", False, groups)):
+        ctx = make_context(tmp_path / name)
+        pol = tiny_policy(ctx, tiny_dir)
+        alg = GRPO(GRPOOptions(lr=1e-2, beta=0.0, drop_equal_groups=drop, cpu=True), ctx)
+        m = alg.step(batch)
+        after[name] = ([p.detach().clone() for p in pol.model.parameters()], m)
+    (p_drop, m_drop), (p_only, m_only), (p_keep, _) = after["drop"], after["only"], after["keep"]
+    for a, b in zip(p_drop, p_only):
+        assert torch.allclose(a, b, atol=1e-7)
+    assert any(not torch.allclose(a, b, atol=1e-7) for a, b in zip(p_drop, p_keep))
+    assert m_drop["groups"] == len(groups) and m_drop["equal_reward_groups"] == len(groups) - len(informative)
+    assert m_drop["trained_tokens"] == m_only["trained_tokens"]
+
+
 def _train(tmp_path, tiny_dir, steps, groups, save_at=None, load_from=None):
     ctx = make_context(tmp_path)
     pol = tiny_policy(ctx, tiny_dir)
