@@ -2,8 +2,10 @@
 
 Everything is read again from the run folders (read-only) and ``OUT/experiment.json``, so a
 summary can be made at any time, also while the experiment runs; only finished runs count.
-Besides the metric it gathers what explains a difference between arms: held-out success over
-training, the signals the teacher was handed per round, the tasks it admitted and what the
+Besides the metric it reports the other score of the same evaluations (mean score beside
+success, or success beside mean score: a success rate alone hides partial progress, and a mean
+score alone hides whether tasks are finished), with its own intervals and paired differences,
+and gathers what explains a difference between arms: held-out success over training, the signals the teacher was handed per round, the tasks it admitted and what the
 pool became.
 """
 
@@ -21,7 +23,15 @@ from coevolve_sdk.errors import CoEvolveError
 from coevolve_sdk.experiment.runs import RunData, read_run
 from coevolve_sdk.experiment.stats import describe, paired_difference
 
-__all__ = ["summarize", "aggregate", "load_plan"]
+__all__ = ["summarize", "aggregate", "load_plan", "other_metric"]
+
+#: the two scores every evaluation row holds; the summary reports both
+METRICS = ("success_rate", "mean_score")
+
+
+def other_metric(key: str) -> str | None:
+    """The score reported beside ``key`` (None for a key that is neither of the two)."""
+    return {"success_rate": "mean_score", "mean_score": "success_rate"}.get(key)
 
 
 def load_plan(out: Path) -> dict[str, Any]:
@@ -108,6 +118,7 @@ def aggregate(out: Path, plan: dict[str, Any]) -> tuple[dict[str, Any], dict[str
     """Per arm results (what summary.json holds: only arms at its top level) and the
     experiment-level facts (summary-info.json): metric, checks, each run's status."""
     key, split, baseline = plan["metric"]["key"], plan["split"], plan.get("baseline")
+    other = other_metric(key)
     seeds = [str(s) for s in plan["seeds"]]
     summary: dict[str, Any] = {}
     statuses: dict[str, str] = {}
@@ -115,6 +126,7 @@ def aggregate(out: Path, plan: dict[str, Any]) -> tuple[dict[str, Any], dict[str
         name = arm["name"]
         runs: dict[str, RunData] = {}
         values: dict[str, float] = {}
+        beside: dict[str, float] = {}
         for s in seeds:
             data = read_run(out / "runs" / name / f"seed-{s}")
             statuses[f"{name}/seed-{s}"] = data.status or "not started"
@@ -123,6 +135,9 @@ def aggregate(out: Path, plan: dict[str, Any]) -> tuple[dict[str, Any], dict[str
             v = _metric(data, arm["metric_phase"], split, key)
             if v is not None:
                 values[s] = v
+            w = _metric(data, arm["metric_phase"], split, other) if other else None
+            if w is not None:
+                beside[s] = w
         tasks = {"admitted": {s: d.admitted_tasks for s, d in runs.items()},
                  "trained_on": {s: d.trained_on_admitted for s, d in runs.items()},
                  "rejected_eval_requests": {s: d.rejected_eval_requests for s, d in runs.items()},
@@ -142,10 +157,15 @@ def aggregate(out: Path, plan: dict[str, Any]) -> tuple[dict[str, Any], dict[str
             "curve": _curve(runs, split, key),
             "evolution": _evolution(runs, int(arm["steps"])),
         }
+        if other:  # the same final evaluations' other score, same statistics
+            summary[name][other] = {"seeds": beside, **describe(list(beside.values()))}
     if baseline is not None:
         for arm in plan["arms"]:
             if arm["name"] != baseline:
-                summary[arm["name"]]["paired_vs_baseline"] = {"baseline": baseline, **paired_difference(summary[arm["name"]]["seeds"], summary[baseline]["seeds"])}
+                a, b = summary[arm["name"]], summary[baseline]
+                a["paired_vs_baseline"] = {"baseline": baseline, **paired_difference(a["seeds"], b["seeds"])}
+                if other:
+                    a[other]["paired_vs_baseline"] = {"baseline": baseline, **paired_difference(a[other]["seeds"], b[other]["seeds"])}
     info = {
         "metric": plan["metric"], "split": split, "baseline": baseline, "seeds": plan["seeds"], "source": plan["source"],
         "description": plan.get("description", ""), "checks": plan["checks"], "runs": statuses,
@@ -163,16 +183,24 @@ def _ci(ci: list[float] | None) -> str:
 
 def _csv(summary: dict[str, Any], plan: dict[str, Any]) -> str:
     seeds = [str(s) for s in plan["seeds"]]
+    other = other_metric(plan["metric"]["key"])
     buf = io.StringIO()
     w = csv.writer(buf)
     w.writerow(["arm", "preset", "phase", "n", "mean", "std", "ci95_lo", "ci95_hi", "baseline", "diff_mean", "diff_ci95_lo", "diff_ci95_hi", "n_paired",
-                *[f"seed_{s}" for s in seeds]])
+                *[f"seed_{s}" for s in seeds],
+                *([f"{other}_{c}" for c in ("mean", "ci95_lo", "ci95_hi", "diff_mean", "diff_ci95_lo", "diff_ci95_hi")] if other else [])])
     for arm in plan["arms"]:
         a = summary[arm["name"]]
         p = a.get("paired_vs_baseline") or {}
         ci, pci = a["ci95"] or [None, None], p.get("ci95") or [None, None]
+        extra: list[Any] = []
+        if other:
+            o = a[other]
+            op = o.get("paired_vs_baseline") or {}
+            oci, opci = o["ci95"] or [None, None], op.get("ci95") or [None, None]
+            extra = [o["mean"], oci[0], oci[1], op.get("mean"), opci[0], opci[1]]
         w.writerow([arm["name"], arm["preset"] or "", a["metric_phase"], a["n"], a["mean"], a["std"], ci[0], ci[1], p.get("baseline", ""),
-                    p.get("mean"), pci[0], pci[1], p.get("n", ""), *[a["seeds"].get(s, "") for s in seeds]])
+                    p.get("mean"), pci[0], pci[1], p.get("n", ""), *[a["seeds"].get(s, "") for s in seeds], *extra])
     return buf.getvalue()
 
 
@@ -195,6 +223,18 @@ def _markdown(summary: dict[str, Any], info: dict[str, Any], plan: dict[str, Any
             p = a.get("paired_vs_baseline")
             row += " (baseline) | |" if p is None else f" {_f(p['mean'], 3)} (n={p['n']}) | {_ci(p['ci95'])} |"
         lines.append(row)
+    other = other_metric(plan["metric"]["key"])
+    if other:
+        lines += ["", f"Beside it, `{other}` of the same evaluations:", "",
+                  "| arm | n | mean | std | 95% CI | " + (f"paired diff vs {baseline} | 95% CI of diff |" if baseline else ""),
+                  "|---|---|---|---|---|" + ("---|---|" if baseline else "")]
+        for arm in plan["arms"]:
+            o = summary[arm["name"]][other]
+            row = f"| {arm['name']} | {o['n']} | {_f(o['mean'])} | {_f(o['std'])} | {_ci(o['ci95'])} |"
+            if baseline:
+                p = o.get("paired_vs_baseline")
+                row += " (baseline) | |" if p is None else f" {_f(p['mean'], 3)} (n={p['n']}) | {_ci(p['ci95'])} |"
+            lines.append(row)
     notes = [f"`{n}`: {summary[n]['note']}" for n in (a["name"] for a in plan["arms"]) if summary[n]["note"]]
     if notes:
         lines += ["", "Notes: " + "; ".join(notes) + "."]

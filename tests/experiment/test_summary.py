@@ -43,7 +43,7 @@ def summarized(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict, di
             store = RunStore(exp.run_dir(arm, seed) / "run.sqlite")
             store.add_tasks([Task(env="kvstore", query=f"seed task {i}") for i in range(2)], step=0)
             if arm == "zero-shot":
-                store.record_eval(0, "before", "test", {"tasks": 16, "success_rate": value, "mean_score": value})
+                store.record_eval(0, "before", "test", {"tasks": 16, "success_rate": value, "mean_score": value / 2 + 0.5})
             else:
                 store.record_eval(0, "before", "test", {"tasks": 16, "success_rate": 0.0, "mean_score": 0.0})
                 store.record_eval(4, "during", "test", {"tasks": 16, "success_rate": value / 2, "mean_score": value / 2})
@@ -60,7 +60,7 @@ def summarized(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict, di
                 store.set_meta("status", "running")
             else:
                 if arm != "zero-shot":
-                    store.record_eval(8, "after", "test", {"tasks": 16, "success_rate": value, "mean_score": value})
+                    store.record_eval(8, "after", "test", {"tasks": 16, "success_rate": value, "mean_score": value / 2 + 0.5})
                 store.set_meta("status", "finished")
             store.close()
     return (exp.out, *summarize(exp.out))
@@ -87,6 +87,26 @@ def test_statistics_per_arm_and_paired(summarized: tuple[Path, dict, dict]) -> N
     on_disk = json.loads((experiment / "summary.json").read_text(), parse_constant=no_nan)
     assert list(on_disk) == list(AFTER) and all({"seeds", "mean", "ci95"} <= set(v) for v in on_disk.values())
     assert json.loads((experiment / "summary-info.json").read_text(), parse_constant=no_nan) == info
+
+
+def test_mean_score_beside_success_with_its_own_intervals(summarized: tuple[Path, dict, dict]) -> None:
+    """Issue 19: the mean score of the same final evaluations, per arm and seed, with its interval
+    and its paired difference, in summary.json, summary.csv and summary.md."""
+    experiment, s, _ = summarized
+    st, co = s["static"]["mean_score"], s["coevolve"]["mean_score"]
+    assert st["seeds"] == pytest.approx({"0": 0.625, "1": 0.75, "2": 0.875}) and st["mean"] == pytest.approx(0.75)
+    assert co["seeds"] == pytest.approx({"0": 0.75, "1": 0.8125}) and co["n"] == 2  # the running seed left out
+    assert s["zero-shot"]["mean_score"]["seeds"] == pytest.approx({"0": 0.5, "1": 0.5625, "2": 0.5})  # its 'before' row
+    p = co["paired_vs_baseline"]
+    sd = 0.0625 / math.sqrt(2)  # differences 0.125 and 0.0625
+    assert p["baseline"] == "static" and p["mean"] == pytest.approx(0.09375)
+    assert p["ci95"] == pytest.approx([0.09375 - T1 * sd / math.sqrt(2), 0.09375 + T1 * sd / math.sqrt(2)], abs=1e-5)
+    assert "paired_vs_baseline" not in st and s["coevolve"]["mean"] != co["mean"]
+    rows = {r["arm"]: r for r in csv.DictReader((experiment / "summary.csv").open())}
+    assert float(rows["coevolve"]["mean_score_mean"]) == pytest.approx(0.78125)
+    assert float(rows["coevolve"]["mean_score_diff_mean"]) == pytest.approx(0.09375) and rows["static"]["mean_score_diff_mean"] == ""
+    md = (experiment / "summary.md").read_text()
+    assert "Beside it, `mean_score` of the same evaluations" in md and "| coevolve | 2 | 0.781 |" in md and "0.094 (n=2)" in md
 
 
 def test_curves_signals_and_pool(summarized: tuple[Path, dict, dict]) -> None:
