@@ -8,6 +8,7 @@ from typing import Any
 
 from coevolve_sdk.run import html as page_html
 from coevolve_sdk.experiment.plots import make_plots
+from coevolve_sdk.experiment.summary import other_metric
 
 __all__ = ["write_page"]
 
@@ -39,6 +40,20 @@ def write_page(out: Path, summary: dict[str, Any], info: dict[str, Any], plan: d
     head = ("<tr><th>arm</th><th>preset</th><th>n</th><th>mean</th><th>std</th><th>95% CI</th>"
             + (f"<th>paired diff vs {e(baseline)}</th><th>95% CI of diff</th>" if baseline else "")
             + "".join(f"<th>seed {s}</th>" for s in plan["seeds"]) + "</tr>")
+    other = other_metric(plan["metric"]["key"])
+    beside = ""
+    if other:
+        orows = []
+        for arm in plan["arms"]:
+            o = summary[arm["name"]][other]
+            p = o.get("paired_vs_baseline")
+            paired = "" if not baseline else ("<td>baseline</td><td></td>" if p is None else f"<td>{_num(p['mean'])} (n={p['n']})</td><td>{_ci(p['ci95'])}</td>")
+            orows.append(f"<tr><td>{e(arm['name'])}</td><td>{o['n']}</td><td>{_num(o['mean'])}</td><td>{_num(o['std'])}</td><td>{_ci(o['ci95'])}</td>{paired}"
+                         + "".join(f"<td>{_num(o['seeds'].get(str(s)))}</td>" for s in plan["seeds"]) + "</tr>")
+        ohead = ("<tr><th>arm</th><th>n</th><th>mean</th><th>std</th><th>95% CI</th>"
+                 + (f"<th>paired diff vs {e(baseline)}</th><th>95% CI of diff</th>" if baseline else "")
+                 + "".join(f"<th>seed {s}</th>" for s in plan["seeds"]) + "</tr>")
+        beside = f"<p>Beside it, <b>{e(other)}</b> of the same evaluations:</p><table id=\"beside\">{ohead}{''.join(orows)}</table>"
     arms = "".join(
         f"<li><b>{e(arm['name'])}</b>" + (f" (preset <code>{e(arm['preset'])}</code>: {e(arm['differs'])})" if arm["preset"] else "")
         + (f" — {e(arm['description'])}" if arm["description"] else "")
@@ -62,6 +77,7 @@ seeds {e(', '.join(map(str, plan['seeds'])))}; 95% intervals by Student's t over
 {f"{len(not_finished)} run(s) not finished and left out: {e(', '.join(not_finished))}." if not_finished else "Every run finished."}</p>
 <h2>Result</h2>
 <table id="arms">{head}{''.join(rows)}</table>
+{beside}
 <h2>Tasks admitted and trained on</h2>
 <p>Per finished run, from its store: tasks evolution admitted / of those, tasks at least one training step sampled.</p>
 <table id="tasks">{use_head}{use_rows}</table>

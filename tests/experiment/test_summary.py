@@ -107,6 +107,8 @@ def test_mean_score_beside_success_with_its_own_intervals(summarized: tuple[Path
     assert float(rows["coevolve"]["mean_score_diff_mean"]) == pytest.approx(0.09375) and rows["static"]["mean_score_diff_mean"] == ""
     md = (experiment / "summary.md").read_text()
     assert "Beside it, `mean_score` of the same evaluations" in md and "| coevolve | 2 | 0.781 |" in md and "0.094 (n=2)" in md
+    page = (experiment / "experiment.html").read_text()
+    assert 'id="beside"' in page and "<td>0.094 (n=2)</td>" in page
 
 
 def test_curves_signals_and_pool(summarized: tuple[Path, dict, dict]) -> None:
