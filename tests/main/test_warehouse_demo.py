@@ -11,7 +11,7 @@ from pathlib import Path
 from tests.conftest import REPO, coevolve_cmd
 
 REDUCED = {
-    "training.steps": 4, "training.checkpoint_every": 2, "evolution.every": 2, "eval.every": 2, "eval.max_tasks": 6,
+    "training.steps": 4, "training.tasks_per_step": 8, "training.checkpoint_every": 2, "evolution.every": 2, "eval.every": 2, "eval.max_tasks": 6,
     "pool.seed_tasks": 48, "algorithm.options.warm_start.steps": 20, "algorithm.options.warm_start.cache": "null",
 }
 
