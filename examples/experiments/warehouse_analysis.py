@@ -8,7 +8,9 @@ signals handed to the teacher per round by kind, tasks proposed and admitted per
 skills of the admitted tasks (how many need a count read from the live state: the skills the
 held-out split needs and the seed pool under-covers), and how the agent did in training on seed
 versus admitted tasks and on tasks with versus without a state skill, and the admitted tasks'
-share of the advantage mass (sum of |score - group mean|) beside their share of rollouts. This
+share of the advantage mass (sum of |score - group mean|) beside their share of rollouts, and
+the share of groups whose scores are all equal (they teach GRPO nothing) on seed and on
+admitted tasks. This
 is the "why" next to the summary's "what": are there signals, what did the teacher make of them,
 what did the pool become.
 
@@ -99,6 +101,14 @@ def analyse_run(db: Path) -> dict[str, float]:
         mass[tasks.get(tid, ("?", ""))[0] == "synthetic"] += sum(abs(x - mean) for x in scores)
     if synth and sum(mass.values()) > 0:
         row["admitted tasks' share of the advantage mass"] = mass[True] / sum(mass.values())
+    # GRPO learns only from groups whose scores differ: the share of groups that taught nothing,
+    # on seed and on admitted tasks (is what the teacher adds any more informative than D_0?)
+    flat: dict[bool, list[bool]] = {True: [], False: []}
+    for (_, tid), scores in groups.items():
+        flat[tasks.get(tid, ("?", ""))[0] == "synthetic"].append(max(scores) - min(scores) < 1e-12)
+    for admitted, name in ((False, "seed"), (True, "admitted")):
+        if flat[admitted]:
+            row[f"equal-reward groups on {name} tasks (share)"] = sum(flat[admitted]) / len(flat[admitted])
     return row
 
 

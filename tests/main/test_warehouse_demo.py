@@ -63,6 +63,22 @@ def _compositions_read_the_run(tmp_path: Path, run: Path) -> None:
     assert abs(sum(float(r["seed pool share"]) for r in rows) - 1) < 1e-3
     scored = [float(r["coevolve: success"]) for r in rows[:-1] if r["coevolve: success"] != "–"]
     assert scored and all(0 <= v <= 1 for v in scored)
+    # the default view: per arm, what the signals, the teacher and the pool did, and how many of the
+    # step's groups had equal scores (GRPO learns nothing from them) on seed and on admitted tasks
+    sys.path.insert(0, str(script.parent))
+    try:
+        import warehouse_analysis
+    finally:
+        sys.path.remove(str(script.parent))
+    con = sqlite3.connect(run / "run.sqlite")
+    try:
+        groups = con.execute("SELECT t.origin, MAX(j.score) = MIN(j.score) FROM trajectories j JOIN tasks t ON t.id = j.task_id "
+                             "WHERE j.phase = 'train' GROUP BY j.step, j.task_id").fetchall()
+    finally:
+        con.close()
+    row = warehouse_analysis.analyse(exp)["coevolve"]
+    seed_flat = [bool(f) for o, f in groups if o == "seed"]
+    assert seed_flat and row["equal-reward groups on seed tasks (share)"] == sum(seed_flat) / len(seed_flat)
     for bad, message in (("x", "comma-separated integers"), ("7", "no run folders")):
         err = subprocess.run([sys.executable, str(script), str(exp), "--compositions", "--seeds", bad], capture_output=True, text=True, timeout=300)
         assert err.returncode != 0 and message in err.stderr, err.stderr
