@@ -49,6 +49,7 @@ BENCHES = [
     # a round of ~1.3 steps, as in the paper (Table 7: 480 s a round, 376 s a step), admitted async_lag=2 steps later
     Bench("evolution_async", ["--seconds", "0.15", "--steps", "22", "--step-delay", "0.4", "--every", "5", "--async-lag", "2"], []),
     Bench("checkpoint_save", ["--params", "5000000", "--rounds", "2"], []),
+    Bench("threads", ["--updates", "40", "--rounds", "1"], []),
     Bench("bfcl_env", ["--entries", "50", "--repeat", "1"], []),
     Bench("scaling", ["--quick"], [], timeout=1800),
     Bench("appworld_concurrency", ["--group", "1", "--repeat", "2", "--setup"], ["--setup"], timeout=1800),
