@@ -363,6 +363,10 @@ def _print_experiment(summary: dict[str, Any], info: dict[str, Any], out: Path) 
                        f"{p['mean']:+.3f}" + ("" if not p["ci95"] else f" [{p['ci95'][0]:+.3f}, {p['ci95'][1]:+.3f}]"))
         t.add_row(*row)
     console.print(t)
+    for name, against in info.get("comparisons") or []:
+        p = summary[name]["paired_vs"][against]
+        diff = "–" if p["mean"] is None else f"{p['mean']:+.3f}" + ("" if not p["ci95"] else f" [{p['ci95'][0]:+.3f}, {p['ci95'][1]:+.3f}]")
+        console.print(f"paired diff {name} − {against}: {diff} (n={p['n']})", markup=False)
     console.print(f"wrote {out / 'summary.json'}, summary-info.json, summary.csv, summary.md and experiment.html", markup=False)
 
 

@@ -82,6 +82,11 @@ class ExperimentSpec(_Strict):
     seeds: list[int] = Field(min_length=1, description="Each arm runs once per seed (the run config's `seed`).")
     arms: list[ArmSpec] = Field(min_length=1)
     baseline: str | None = Field(None, description="Arm that paired differences are taken against.")
+    comparisons: list[tuple[str, str]] = Field(
+        default_factory=list,
+        description="More paired differences, each [arm, against] (e.g. [coevolve, random-exploration]): reported beside "
+                    "those against the baseline, in summary.json (paired_vs), summary.md and the printed table.",
+    )
     metric: MetricSpec = Field(default_factory=MetricSpec)
     description: str = ""
 
@@ -89,6 +94,14 @@ class ExperimentSpec(_Strict):
     @classmethod
     def _keys(cls, v: dict[str, Any]) -> dict[str, Any]:
         return _override_keys(v)
+
+    @field_validator("comparisons", mode="before")
+    @classmethod
+    def _pairs(cls, v: Any) -> Any:
+        for item in v if isinstance(v, list) else []:
+            if not (isinstance(item, (list, tuple)) and len(item) == 2):
+                raise ValueError(f"each entry is a pair [arm, against], e.g. [coevolve, random-exploration]; got {item!r}")
+        return v
 
     @model_validator(mode="after")
     def _consistent(self) -> "ExperimentSpec":
@@ -101,6 +114,12 @@ class ExperimentSpec(_Strict):
             raise ValueError(f"arms: the names {dup} appear more than once; every arm needs its own name (it is its folder)")
         if self.baseline is not None and self.baseline not in names:
             raise ValueError(f"baseline: '{self.baseline}' is not an arm; the arms are {names}")
+        for arm, against in self.comparisons:
+            unknown = [n for n in (arm, against) if n not in names]
+            if unknown:
+                raise ValueError(f"comparisons: {unknown} {'is' if len(unknown) == 1 else 'are'} not an arm; the arms are {names}")
+            if arm == against:
+                raise ValueError(f"comparisons: [{arm}, {against}] compares an arm with itself; name two different arms")
         return self
 
 
@@ -356,6 +375,7 @@ def plan_record(exp: Experiment) -> dict[str, Any]:
         })
     return {
         "source": str(exp.source), "base": str(exp.base_path), "out": str(exp.out), "description": exp.spec.description,
-        "seeds": exp.spec.seeds, "baseline": exp.spec.baseline, "metric": exp.spec.metric.model_dump(),
+        "seeds": exp.spec.seeds, "baseline": exp.spec.baseline, "comparisons": [list(c) for c in exp.spec.comparisons],
+        "metric": exp.spec.metric.model_dump(),
         "split": exp.arms[0].template.eval.split, "arms": arms, "checks": exp.checks,
     }

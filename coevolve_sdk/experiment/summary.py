@@ -166,8 +166,15 @@ def aggregate(out: Path, plan: dict[str, Any]) -> tuple[dict[str, Any], dict[str
                 a["paired_vs_baseline"] = {"baseline": baseline, **paired_difference(a["seeds"], b["seeds"])}
                 if other:
                     a[other]["paired_vs_baseline"] = {"baseline": baseline, **paired_difference(a[other]["seeds"], b[other]["seeds"])}
+    # further pairs the experiment file names (an experiment.json written before they existed has none)
+    for name, against in plan.get("comparisons") or []:
+        a, b = summary[name], summary[against]
+        a.setdefault("paired_vs", {})[against] = paired_difference(a["seeds"], b["seeds"])
+        if other:
+            a[other].setdefault("paired_vs", {})[against] = paired_difference(a[other]["seeds"], b[other]["seeds"])
     info = {
-        "metric": plan["metric"], "split": split, "baseline": baseline, "seeds": plan["seeds"], "source": plan["source"],
+        "metric": plan["metric"], "split": split, "baseline": baseline, "comparisons": plan.get("comparisons") or [],
+        "seeds": plan["seeds"], "source": plan["source"],
         "description": plan.get("description", ""), "checks": plan["checks"], "runs": statuses,
     }
     return summary, info
@@ -234,6 +241,19 @@ def _markdown(summary: dict[str, Any], info: dict[str, Any], plan: dict[str, Any
             if baseline:
                 p = o.get("paired_vs_baseline")
                 row += " (baseline) | |" if p is None else f" {_f(p['mean'], 3)} (n={p['n']}) | {_ci(p['ci95'])} |"
+            lines.append(row)
+    pairs = plan.get("comparisons") or []
+    if pairs:
+        key = plan["metric"]["key"]
+        lines += ["", "Further paired comparisons (arm − against, per seed, over the seeds both have):", "",
+                  f"| arm | against | n | {key} diff | 95% CI | " + (f"{other} diff | 95% CI |" if other else ""),
+                  "|---|---|---|---|---|" + ("---|---|" if other else "")]
+        for name, against in pairs:
+            p = summary[name]["paired_vs"][against]
+            row = f"| {name} | {against} | {p['n']} | {_f(p['mean'])} | {_ci(p['ci95'])} |"
+            if other:
+                q = summary[name][other]["paired_vs"][against]
+                row += f" {_f(q['mean'])} | {_ci(q['ci95'])} |"
             lines.append(row)
     notes = [f"`{n}`: {summary[n]['note']}" for n in (a["name"] for a in plan["arms"]) if summary[n]["note"]]
     if notes:

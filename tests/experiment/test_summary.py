@@ -32,7 +32,7 @@ def no_nan(x: str) -> None:
 def summarized(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict, dict]:
     """Stores of 3 arms x 3 seeds with known evaluations, rounds and tasks, summarised once."""
     tmp_path = tmp_path_factory.mktemp("experiment")
-    doc = {"base": str(REPO / "examples" / "kvstore-tiny.yaml"), "seeds": [0, 1, 2], "baseline": "static",
+    doc = {"base": str(REPO / "examples" / "kvstore-tiny.yaml"), "seeds": [0, 1, 2], "baseline": "static", "comparisons": [["coevolve", "zero-shot"]],
            "base_overrides": {"eval.every": 4}, "arms": [{"name": n, "preset": n} for n in AFTER]}
     (tmp_path / "exp.yaml").write_text(yaml.safe_dump(doc))
     exp = load_experiment(tmp_path / "exp.yaml", tmp_path / "out")
@@ -109,6 +109,19 @@ def test_mean_score_beside_success_with_its_own_intervals(summarized: tuple[Path
     assert "Beside it, `mean_score` of the same evaluations" in md and "| coevolve | 2 | 0.781 |" in md and "0.094 (n=2)" in md
     page = (experiment / "experiment.html").read_text()
     assert 'id="beside"' in page and "<td>0.094 (n=2)</td>" in page
+
+
+def test_further_comparisons_pair_the_named_arms(summarized: tuple[Path, dict, dict]) -> None:
+    """Issue 19 (4): CoEvolve is judged against static and against random exploration; an
+    experiment file names the second pair in `comparisons` and the summary reports it."""
+    experiment, s, info = summarized
+    p = s["coevolve"]["paired_vs"]["zero-shot"]  # success: 0.5 - 0.0 and 0.625 - 0.125 (the running seed left out)
+    assert p["seeds"] == pytest.approx({"0": 0.5, "1": 0.5}) and p["n"] == 2 and p["mean"] == pytest.approx(0.5)
+    q = s["coevolve"]["mean_score"]["paired_vs"]["zero-shot"]  # 0.75 - 0.5, 0.8125 - 0.5625
+    assert q["mean"] == pytest.approx(0.25) and "paired_vs" not in s["static"]
+    assert info["comparisons"] == [["coevolve", "zero-shot"]]
+    md = (experiment / "summary.md").read_text()
+    assert "| coevolve | zero-shot | 2 | 0.500 |" in md and "0.250 |" in md
 
 
 def test_curves_signals_and_pool(summarized: tuple[Path, dict, dict]) -> None:
