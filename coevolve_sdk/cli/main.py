@@ -349,6 +349,13 @@ experiment_app = typer.Typer(
 app.add_typer(experiment_app, name="experiment")
 
 
+def _paired_text(p: dict[str, Any]) -> str:
+    """A paired difference as `+0.012 [-0.004, +0.028]` (– without a value)."""
+    if p["mean"] is None:
+        return "–"
+    return f"{p['mean']:+.3f}" + ("" if not p["ci95"] else f" [{p['ci95'][0]:+.3f}, {p['ci95'][1]:+.3f}]")
+
+
 def _print_experiment(summary: dict[str, Any], info: dict[str, Any], out: Path) -> None:
     t = Table(title=f"{info['metric']['key']} on '{info['split']}' (95% CI, Student t over seeds)")
     for col in ("arm", "n", "mean", "95% CI", f"paired diff vs {info['baseline']}" if info["baseline"] else ""):
@@ -359,14 +366,12 @@ def _print_experiment(summary: dict[str, Any], info: dict[str, Any], out: Path) 
         row = [name, str(a["n"]), "–" if a["mean"] is None else f"{a['mean']:.3f}", ci]
         if info["baseline"]:
             p = a.get("paired_vs_baseline")
-            row.append("baseline" if p is None else "–" if p["mean"] is None else
-                       f"{p['mean']:+.3f}" + ("" if not p["ci95"] else f" [{p['ci95'][0]:+.3f}, {p['ci95'][1]:+.3f}]"))
+            row.append("baseline" if p is None else _paired_text(p))
         t.add_row(*row)
     console.print(t)
     for name, against in info.get("comparisons") or []:
         p = summary[name]["paired_vs"][against]
-        diff = "–" if p["mean"] is None else f"{p['mean']:+.3f}" + ("" if not p["ci95"] else f" [{p['ci95'][0]:+.3f}, {p['ci95'][1]:+.3f}]")
-        console.print(f"paired diff {name} − {against}: {diff} (n={p['n']})", markup=False)
+        console.print(f"paired diff {name} − {against}: {_paired_text(p)} (n={p['n']})", markup=False)
     console.print(f"wrote {out / 'summary.json'}, summary-info.json, summary.csv, summary.md and experiment.html", markup=False)
 
 

@@ -21,6 +21,24 @@ def _ci(ci: Any) -> str:
     return "–" if not ci else f"[{ci[0]:.3f}, {ci[1]:.3f}]"
 
 
+def _arms_table(plan: dict[str, Any], stats: dict[str, dict[str, Any]], table_id: str, *, preset: bool) -> str:
+    """An HTML table of ``stats`` (arm -> seeds/n/mean/std/ci95/paired_vs_baseline), one row
+    per arm and a column per seed; with ``preset``, the arms' presets as a second column."""
+    e, baseline = html.escape, plan.get("baseline")
+    rows = []
+    for arm in plan["arms"]:
+        a = stats[arm["name"]]
+        p = a.get("paired_vs_baseline")
+        paired = "" if not baseline else ("<td>baseline</td><td></td>" if p is None else f"<td>{_num(p['mean'])} (n={p['n']})</td><td>{_ci(p['ci95'])}</td>")
+        rows.append(f"<tr><td>{e(arm['name'])}</td>" + (f"<td>{e(arm['preset'] or '–')}</td>" if preset else "")
+                    + f"<td>{a['n']}</td><td>{_num(a['mean'])}</td><td>{_num(a['std'])}</td><td>{_ci(a['ci95'])}</td>{paired}"
+                    + "".join(f"<td>{_num(a['seeds'].get(str(s)))}</td>" for s in plan["seeds"]) + "</tr>")
+    head = ("<tr><th>arm</th>" + ("<th>preset</th>" if preset else "") + "<th>n</th><th>mean</th><th>std</th><th>95% CI</th>"
+            + (f"<th>paired diff vs {e(baseline)}</th><th>95% CI of diff</th>" if baseline else "")
+            + "".join(f"<th>seed {s}</th>" for s in plan["seeds"]) + "</tr>")
+    return f'<table id="{table_id}">{head}{"".join(rows)}</table>'
+
+
 def write_page(out: Path, summary: dict[str, Any], info: dict[str, Any], plan: dict[str, Any]) -> Path:
     e = html.escape
     try:
@@ -28,32 +46,9 @@ def write_page(out: Path, summary: dict[str, Any], info: dict[str, Any], plan: d
         plot_note = ""
     except ImportError:
         plots, plot_note = {}, "<p><em>Install matplotlib (pip install 'coevolve-sdk[report]') to see plots.</em></p>"
-    baseline = plan.get("baseline")
-    rows = []
-    for arm in plan["arms"]:
-        a = summary[arm["name"]]
-        p = a.get("paired_vs_baseline")
-        paired = "" if not baseline else ("<td>baseline</td><td></td>" if p is None else f"<td>{_num(p['mean'])} (n={p['n']})</td><td>{_ci(p['ci95'])}</td>")
-        rows.append(f"<tr><td>{e(arm['name'])}</td><td>{e(arm['preset'] or '–')}</td><td>{a['n']}</td><td>{_num(a['mean'])}</td>"
-                    f"<td>{_num(a['std'])}</td><td>{_ci(a['ci95'])}</td>{paired}"
-                    + "".join(f"<td>{_num(a['seeds'].get(str(s)))}</td>" for s in plan["seeds"]) + "</tr>")
-    head = ("<tr><th>arm</th><th>preset</th><th>n</th><th>mean</th><th>std</th><th>95% CI</th>"
-            + (f"<th>paired diff vs {e(baseline)}</th><th>95% CI of diff</th>" if baseline else "")
-            + "".join(f"<th>seed {s}</th>" for s in plan["seeds"]) + "</tr>")
     other = other_metric(plan["metric"]["key"])
-    beside = ""
-    if other:
-        orows = []
-        for arm in plan["arms"]:
-            o = summary[arm["name"]][other]
-            p = o.get("paired_vs_baseline")
-            paired = "" if not baseline else ("<td>baseline</td><td></td>" if p is None else f"<td>{_num(p['mean'])} (n={p['n']})</td><td>{_ci(p['ci95'])}</td>")
-            orows.append(f"<tr><td>{e(arm['name'])}</td><td>{o['n']}</td><td>{_num(o['mean'])}</td><td>{_num(o['std'])}</td><td>{_ci(o['ci95'])}</td>{paired}"
-                         + "".join(f"<td>{_num(o['seeds'].get(str(s)))}</td>" for s in plan["seeds"]) + "</tr>")
-        ohead = ("<tr><th>arm</th><th>n</th><th>mean</th><th>std</th><th>95% CI</th>"
-                 + (f"<th>paired diff vs {e(baseline)}</th><th>95% CI of diff</th>" if baseline else "")
-                 + "".join(f"<th>seed {s}</th>" for s in plan["seeds"]) + "</tr>")
-        beside = f"<p>Beside it, <b>{e(other)}</b> of the same evaluations:</p><table id=\"beside\">{ohead}{''.join(orows)}</table>"
+    beside = "" if not other else (f"<p>Beside it, <b>{e(other)}</b> of the same evaluations:</p>"
+                                   + _arms_table(plan, {n: a[other] for n, a in summary.items()}, "beside", preset=False))
     arms = "".join(
         f"<li><b>{e(arm['name'])}</b>" + (f" (preset <code>{e(arm['preset'])}</code>: {e(arm['differs'])})" if arm["preset"] else "")
         + (f" — {e(arm['description'])}" if arm["description"] else "")
@@ -76,7 +71,7 @@ def write_page(out: Path, summary: dict[str, Any], info: dict[str, Any], plan: d
 seeds {e(', '.join(map(str, plan['seeds'])))}; 95% intervals by Student's t over seeds.
 {f"{len(not_finished)} run(s) not finished and left out: {e(', '.join(not_finished))}." if not_finished else "Every run finished."}</p>
 <h2>Result</h2>
-<table id="arms">{head}{''.join(rows)}</table>
+{_arms_table(plan, summary, "arms", preset=True)}
 {beside}
 <h2>Tasks admitted and trained on</h2>
 <p>Per finished run, from its store: tasks evolution admitted / of those, tasks at least one training step sampled.</p>

@@ -5,8 +5,8 @@ summary can be made at any time, also while the experiment runs; only finished r
 Besides the metric it reports the other score of the same evaluations (mean score beside
 success, or success beside mean score: a success rate alone hides partial progress, and a mean
 score alone hides whether tasks are finished), with its own intervals and paired differences,
-and gathers what explains a difference between arms: held-out success over training, the signals the teacher was handed per round, the tasks it admitted and what the
-pool became.
+and gathers what explains a difference between arms: held-out success over training, the
+signals the teacher was handed per round, the tasks it admitted and what the pool became.
 """
 
 from __future__ import annotations
@@ -24,9 +24,6 @@ from coevolve_sdk.experiment.runs import RunData, read_run
 from coevolve_sdk.experiment.stats import describe, paired_difference
 
 __all__ = ["summarize", "aggregate", "load_plan", "other_metric"]
-
-#: the two scores every evaluation row holds; the summary reports both
-METRICS = ("success_rate", "mean_score")
 
 
 def other_metric(key: str) -> str | None:
@@ -211,8 +208,24 @@ def _csv(summary: dict[str, Any], plan: dict[str, Any]) -> str:
     return buf.getvalue()
 
 
-def _markdown(summary: dict[str, Any], info: dict[str, Any], plan: dict[str, Any]) -> str:
+def _md_arms(plan: dict[str, Any], stats: dict[str, dict[str, Any]], *, preset: bool) -> list[str]:
+    """One Markdown row per arm of ``stats`` (arm -> seeds/n/mean/std/ci95/paired_vs_baseline),
+    headed; with ``preset``, the arms' presets as a second column."""
     baseline = plan.get("baseline")
+    lines = ["| arm | " + ("preset | " if preset else "") + "n | mean | std | 95% CI | "
+             + (f"paired diff vs {baseline} | 95% CI of diff |" if baseline else ""),
+             "|---|" + ("---|" if preset else "") + "---|---|---|---|" + ("---|---|" if baseline else "")]
+    for arm in plan["arms"]:
+        a = stats[arm["name"]]
+        row = f"| {arm['name']} |" + (f" {arm['preset'] or '–'} |" if preset else "") + f" {a['n']} | {_f(a['mean'])} | {_f(a['std'])} | {_ci(a['ci95'])} |"
+        if baseline:
+            p = a.get("paired_vs_baseline")
+            row += " (baseline) | |" if p is None else f" {_f(p['mean'], 3)} (n={p['n']}) | {_ci(p['ci95'])} |"
+        lines.append(row)
+    return lines
+
+
+def _markdown(summary: dict[str, Any], info: dict[str, Any], plan: dict[str, Any]) -> str:
     lines = [f"# Experiment {Path(plan['source']).name}", ""]
     if plan.get("description"):
         lines += [plan["description"].strip(), ""]
@@ -220,28 +233,12 @@ def _markdown(summary: dict[str, Any], info: dict[str, Any], plan: dict[str, Any
         f"Metric: `{plan['metric']['key']}` on the held-out split `{plan['split']}`, from each run's final evaluation "
         f"('after'; 'before' for an arm that does not train). Seeds: {', '.join(map(str, plan['seeds']))}. "
         f"Intervals: 95%, Student t over seeds.", "",
-        "| arm | preset | n | mean | std | 95% CI | " + (f"paired diff vs {baseline} | 95% CI of diff |" if baseline else ""),
-        "|---|---|---|---|---|---|" + ("---|---|" if baseline else ""),
+        *_md_arms(plan, summary, preset=True),
     ]
-    for arm in plan["arms"]:
-        a = summary[arm["name"]]
-        row = f"| {arm['name']} | {arm['preset'] or '–'} | {a['n']} | {_f(a['mean'])} | {_f(a['std'])} | {_ci(a['ci95'])} |"
-        if baseline:
-            p = a.get("paired_vs_baseline")
-            row += " (baseline) | |" if p is None else f" {_f(p['mean'], 3)} (n={p['n']}) | {_ci(p['ci95'])} |"
-        lines.append(row)
     other = other_metric(plan["metric"]["key"])
     if other:
         lines += ["", f"Beside it, `{other}` of the same evaluations:", "",
-                  "| arm | n | mean | std | 95% CI | " + (f"paired diff vs {baseline} | 95% CI of diff |" if baseline else ""),
-                  "|---|---|---|---|---|" + ("---|---|" if baseline else "")]
-        for arm in plan["arms"]:
-            o = summary[arm["name"]][other]
-            row = f"| {arm['name']} | {o['n']} | {_f(o['mean'])} | {_f(o['std'])} | {_ci(o['ci95'])} |"
-            if baseline:
-                p = o.get("paired_vs_baseline")
-                row += " (baseline) | |" if p is None else f" {_f(p['mean'], 3)} (n={p['n']}) | {_ci(p['ci95'])} |"
-            lines.append(row)
+                  *_md_arms(plan, {n: a[other] for n, a in summary.items()}, preset=False)]
     pairs = plan.get("comparisons") or []
     if pairs:
         key = plan["metric"]["key"]
