@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from coevolve_sdk.components.base import KINDS
 from coevolve_sdk.errors import ConfigError, PluginError
@@ -95,10 +95,28 @@ class EvolutionConfig(_Strict):
         None, ge=1, description="Admit at most this many validated tasks per round (the first in signal order). Equal budgets "
                                 "make arms comparable; None: no limit."
     )
+    admission_probe: int = Field(
+        0, ge=0, description="Before a validated task joins the pool, the current agent tries it this many times, sampled as in "
+                             "training; the task is admitted only if the agent solved it in some tries but not all. A task it "
+                             "always solves or always fails would give GRPO a group of equal rewards, which teaches nothing. "
+                             "The tries are counted (evolution/probe_rollouts; the round's record) and cost every evolving arm "
+                             "alike. 0: off, every validated task may join (the paper). At least 2 when on; needs mode: sync "
+                             "(the agent must not change while it is tried).",
+    )
     judge_rollouts: Literal["off", "confirm"] = Field(
         "off", description="confirm: a training rollout on a synthetic task that the environment graded successful counts "
                            "only if the teacher's judge agrees (a judge that abstains leaves the grade as it is)."
     )
+
+    @model_validator(mode="after")
+    def _probe_fits(self) -> "EvolutionConfig":
+        if self.admission_probe == 1:
+            raise ValueError("admission_probe: 1 try cannot show that the agent solves a task sometimes but not always; "
+                             "use 0 (off) or at least 2 (4 is a good start)")
+        if self.admission_probe and self.mode != "sync":
+            raise ValueError("admission_probe needs mode: sync: in async mode the agent trains while a round runs, so the "
+                             "tries would not test a fixed agent; set evolution.mode: sync or admission_probe: 0")
+        return self
 
 
 class PoolConfig(_Strict):

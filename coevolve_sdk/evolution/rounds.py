@@ -28,13 +28,23 @@ from coevolve_sdk.records import (
 )
 from coevolve_sdk.evolution.validation import Validator
 
-__all__ = ["Evolver", "RoundResult", "signal_seed"]
+__all__ = ["Evolver", "Probe", "RoundResult", "signal_seed"]
 
 
 def signal_seed(run_seed: int, round_id: int, index: int) -> int:
     """The seed of one signal's exploration: a stream of its own per (run seed, round, signal
     index), so that signals explored in any order, on any thread, draw what they would alone."""
     return int(np.random.SeedSequence([run_seed, round_id, index, 0xE7]).generate_state(1)[0] & 0x7FFF_FFFF)
+
+
+@dataclass
+class Probe:
+    """How a round has the current agent try its validated tasks (evolution.admission_probe):
+    ``tries(tasks, step, seed)`` gives, per task, how many of ``rollouts`` sampled episodes
+    succeeded. The loop builds it from its policy; the evolver only counts."""
+
+    rollouts: int
+    tries: Callable[[list[Task], int, int], list[int]]
 
 
 def rejection_key(verdict: Verdict) -> str:
@@ -75,6 +85,12 @@ class RoundResult:
     #: random arm with an admission cap: whether its validated tasks reached the cap, and if not why
     admission_cap_reached: bool | None = None
     short_of_cap: str | None = None
+    #: evolution.admission_probe: validated tasks the current agent tried, the tries, and those left
+    #: out because it solved them in every try (too easy) or in none (too hard)
+    probed: int = 0
+    probe_rollouts: int = 0
+    too_easy: int = 0
+    too_hard: int = 0
     seconds: float = 0.0
     usage: TeacherUsage = field(default_factory=TeacherUsage)
     #: what the teacher's model replies did so far in the run (Teacher.stages()), None for a teacher without a model
@@ -96,6 +112,10 @@ class RoundResult:
             "starts_explored": self.starts_explored,
             "admission_cap_reached": self.admission_cap_reached,
             "short_of_cap": self.short_of_cap,
+            "probed": self.probed,
+            "probe_rollouts": self.probe_rollouts,
+            "too_easy": self.too_easy,
+            "too_hard": self.too_hard,
             "seconds": self.seconds,
             "usage": self.usage.model_dump(),
             "teacher_stages": self.teacher_stages.model_dump() if self.teacher_stages is not None else None,
@@ -115,6 +135,7 @@ class Evolver:
         max_admitted: int | None = None,
         on_proposed: Callable[[int, list[Any]], None] | None = None,
         seed: int = 0,
+        probe: "Probe | None" = None,
     ) -> None:
         self.teacher = teacher
         self.validator = validator
@@ -125,6 +146,7 @@ class Evolver:
         self.max_admitted = max_admitted
         self.on_proposed = on_proposed
         self.seed = seed
+        self.probe = probe
         self._envs: list[AgentEnv] = []
         self._env_lock = threading.Lock()
 
@@ -267,15 +289,19 @@ class Evolver:
             else:
                 with ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="coevolve-evolve") as pool:
                     works = [f.result() for f in [pool.submit(handle, i, chosen[i]) for i in indices]]
+            before = len(res.accepted)
             for w in works:
                 settle(w)
+            if self.probe is not None:
+                self._keep_learnable(res, before, round_id, step, b)
             res.starts_explored = indices[-1] + 1
             if self.max_admitted is not None and len(res.accepted) >= self.max_admitted:
                 break
         if unguided and self.max_admitted is not None:
             res.admission_cap_reached = len(res.accepted) >= self.max_admitted
             if not res.admission_cap_reached:
-                res.short_of_cap = (f"{len(res.accepted)} of {self.max_admitted} tasks validated after exploring all "
+                res.short_of_cap = (f"{len(res.accepted)} of {self.max_admitted} tasks validated"
+                                    f"{' and passed by the probe' if self.probe is not None else ''} after exploring all "
                                     f"{len(chosen)} starts the round may draw (evolution.random_max_starts)"
                                     if not res.budget_exhausted else "the teacher's budget ran out")
         # then take turns, so that an admission cap keeps a share of every kind and of every signal:
@@ -307,6 +333,36 @@ class Evolver:
         # a resumed run admits them from here instead of paying the teacher again
         self.store.record_round(round_id, step, {**res.summary(), "accepted_tasks": [t.model_dump(mode="json") for t in res.accepted]})
         return res
+
+    def _keep_learnable(self, res: RoundResult, start: int, round_id: int, step: int, batch: int) -> None:
+        """evolution.admission_probe: the agent as it is now tries each task validated in this
+        batch; a task it solved in every try or in none leaves the round (its GRPO group would
+        have equal rewards: no gradient). The tries run here, in the round's thread, which in
+        sync mode is the loop's: the agent does not change meanwhile. They follow the run seed,
+        the round and the batch, so a replayed round tries the same way."""
+        assert self.probe is not None
+        fresh = res.accepted[start:]
+        if not fresh:
+            return
+        wins = self.probe.tries(fresh, step, int(np.random.SeedSequence([self.seed, round_id, batch, 0x9B0]).generate_state(1)[0] & 0x7FFF_FFFF))
+        n = self.probe.rollouts
+        res.probed += len(fresh)
+        res.probe_rollouts += n * len(fresh)
+        kept: list[Task] = []
+        for task, k in zip(fresh, wins):
+            if 0 < k < n:
+                if task.lineage is not None:
+                    task.lineage.validation = {**task.lineage.validation, "probe_successes": k, "probe_tries": n}
+                kept.append(task)
+                continue
+            key = "probe: the agent solved it in every try" if k >= n else "probe: the agent solved it in no try"
+            if k >= n:
+                res.too_easy += 1
+            else:
+                res.too_hard += 1
+            res.rejected += 1
+            res.rejection_reasons[key] = res.rejection_reasons.get(key, 0) + 1
+        res.accepted[start:] = kept
 
     def _stamp(self, c: CandidateTask) -> None:
         """Who proposed ``c``, unless the teacher said so itself."""

@@ -42,7 +42,7 @@ import coevolve_sdk.kill_points as killpoints
 from coevolve_sdk.config import EvolutionConfig, RunConfig
 from coevolve_sdk.storage.diskspace import disk_full_cause
 from coevolve_sdk.env.base import AgentEnv
-from coevolve_sdk.evolution.rounds import Evolver, RoundResult
+from coevolve_sdk.evolution.rounds import Evolver, Probe, RoundResult
 from coevolve_sdk.ids import id_stream
 from coevolve_sdk.evolution.pool import TaskPool
 from coevolve_sdk.storage.store import RunStore
@@ -92,7 +92,8 @@ class Admission:
 def _result_from_record(rec: dict[str, Any]) -> RoundResult:
     """A round's result as the store keeps it (the tasks it validated included)."""
     res = RoundResult(round=int(rec["round"]), step=int(rec["step"]))
-    for key in ("signals_in", "signals_used", "candidates", "rejected", "over_budget", "starts_explored"):
+    for key in ("signals_in", "signals_used", "candidates", "rejected", "over_budget", "starts_explored", "probed",
+                "probe_rollouts", "too_easy", "too_hard"):
         setattr(res, key, int(rec.get(key, 0)))
     res.admission_cap_reached = rec.get("admission_cap_reached")
     res.short_of_cap = rec.get("short_of_cap")
@@ -138,13 +139,13 @@ class EvolutionScheduler:
     @classmethod
     def for_run(cls, cfg: RunConfig, teacher: Teacher, make_env: Callable[[], AgentEnv], store: RunStore, pool: TaskPool,
                 detector_kinds: list[str], *, silent_hints: list[str] | None = None, log: Callable[[str], None], on_admitted: Callable[[int, list[Task]], None],
-                on_proposed: Callable[[int, list[Any]], None]) -> "EvolutionScheduler":
+                on_proposed: Callable[[int, list[Any]], None], probe: Probe | None = None) -> "EvolutionScheduler":
         """The scheduler of a run, with its evolver (teacher, validator, workers) built from the config."""
         evo = cfg.evolution
         validator = Validator(cfg.validation, held_out=held_out_requests(cfg, make_env, log))
         evolver = Evolver(teacher, validator, make_env, store, workers=evo.workers,
                           max_signals_per_kind=evo.max_signals_per_kind, max_admitted=evo.max_admitted_per_round,
-                          on_proposed=on_proposed, seed=cfg.seed)
+                          on_proposed=on_proposed, seed=cfg.seed, probe=probe if evo.admission_probe else None)
         return cls(evolver, store, pool, evo, seed=cfg.seed, detector_kinds=detector_kinds, log=log, on_admitted=on_admitted,
                    last_step=cfg.training.steps, silent_hints=silent_hints)
 
@@ -350,6 +351,9 @@ class EvolutionScheduler:
         extra = " (budget exhausted)" if result.budget_exhausted else ""
         if result.over_budget:
             extra += f" ({result.over_budget} validated tasks over the round's admission cap left out)"
+        if result.probed:
+            extra += (f" (the agent tried {result.probed} validated tasks {result.probe_rollouts // result.probed} times each: "
+                      f"{result.too_easy} always solved, {result.too_hard} never solved, left out)")
         if result.short_of_cap:
             extra += f" (short of the admission cap: {result.short_of_cap})"
         self.log(f"round {result.round} (step {result.step}): signals {kinds}; {result.candidates} proposed, "

@@ -292,18 +292,20 @@ def _check_teacher(arms: list[ArmPlan]) -> dict[str, Any]:
     evolving = [a for a in arms if a.trains and a.template.evolution.enabled]
     per_arm = {
         a.name: {"guidance": a.template.evolution.guidance, "teacher": a.template.teacher.model_dump(mode="json"),
-                 "every": a.template.evolution.every, "max_admitted_per_round": a.template.evolution.max_admitted_per_round}
+                 "every": a.template.evolution.every, "max_admitted_per_round": a.template.evolution.max_admitted_per_round,
+                 "admission_probe": a.template.evolution.admission_probe}
         for a in evolving
     }
     kinds = {v["guidance"] for v in per_arm.values()}
     if not ({"random", "signals"} <= kinds):
         return {"equal": None, "per_arm": per_arm, "note": "no random-exploration arm next to a signal-guided arm: nothing to compare"}
-    settings = {json.dumps({k: v[k] for k in ("teacher", "every", "max_admitted_per_round")}, sort_keys=True) for v in per_arm.values()}
+    settings = {json.dumps({k: v[k] for k in ("teacher", "every", "max_admitted_per_round", "admission_probe")}, sort_keys=True)
+                for v in per_arm.values()}
     equal = len(settings) == 1
     budgets = {v["max_admitted_per_round"] for v in per_arm.values()}
     if not equal:
-        note = ("the evolving arms differ in teacher, evolution.every or evolution.max_admitted_per_round: random exploration "
-                "and guided evolution do not get the same teacher budget")
+        note = ("the evolving arms differ in teacher, evolution.every, evolution.max_admitted_per_round or "
+                "evolution.admission_probe: random exploration and guided evolution do not get the same teacher budget")
     elif budgets == {None}:
         note = ("same teacher and evolution.every, but no evolution.max_admitted_per_round: the arms may admit different numbers "
                 "of tasks per round (see admitted per round)")

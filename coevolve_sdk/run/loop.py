@@ -33,11 +33,12 @@ from coevolve_sdk.config.plugins import load_run_plugins
 from coevolve_sdk.errors import ResumeError
 from coevolve_sdk.evolution.judge import judge_step
 from coevolve_sdk.evolution.pool import TaskPool
+from coevolve_sdk.evolution.rounds import Probe
 from coevolve_sdk.evolution.scheduler import EvolutionScheduler
 from coevolve_sdk.evolution.seed_pool import build_seed_pool
 from coevolve_sdk.evolution.signals import CompetenceHistory
 from coevolve_sdk.ids import id_stream
-from coevolve_sdk.records import RolloutGroup, Signal
+from coevolve_sdk.records import RolloutGroup, Signal, Task
 from coevolve_sdk.run.evaluation import Evaluator
 from coevolve_sdk.run.interrupts import raise_if_interrupted
 from coevolve_sdk.run.metrics import evolution_metrics, namespaced, step_metrics
@@ -52,7 +53,7 @@ from coevolve_sdk.storage.lock import RunLock
 from coevolve_sdk.storage.run_folder import RunFolder
 from coevolve_sdk.storage.store import RunStore
 from coevolve_sdk.training.algorithm import CheckpointError, CheckpointMismatch
-from coevolve_sdk.training.rollout import EnvPool, collect_groups
+from coevolve_sdk.training.rollout import EnvPool, collect_groups, isolated_torch_rng
 
 __all__ = ["CoEvolveLoop"]
 
@@ -108,7 +109,8 @@ class CoEvolveLoop:
             self.config, self.teacher, self.make_env, self.store, self.pool, [d.kind for d in self.detectors],
             silent_hints=[type(d).silent_hint for d in self.detectors], log=self.progress.log,
             on_admitted=lambda step, tasks: self.registry.call_hook("on_tasks_admitted", run=self.view, step=step, tasks=tasks),
-            on_proposed=lambda step, c: self.registry.call_hook("on_tasks_proposed", run=self.view, step=step, candidates=c))
+            on_proposed=lambda step, c: self.registry.call_hook("on_tasks_proposed", run=self.view, step=step, candidates=c),
+            probe=Probe(self.config.evolution.admission_probe, self._tries))
 
     @stops_cleanly  # a full disk anywhere: one message (DiskFull), exit 75 (docs/run-folder.md)
     def run(self) -> dict[str, Any]:
@@ -266,6 +268,16 @@ class CoEvolveLoop:
         self.registry.call_hook("on_step_end", run=self.view, step=step, metrics=metrics)
         self.progress.step(step, metrics)
         self.procs.barrier()
+
+    def _tries(self, tasks: list[Task], step: int, seed: int) -> list[int]:
+        """evolution.admission_probe: the current agent's successes on each task in as many
+        sampled episodes, as in training. Its random draws come from ``seed`` and leave the
+        training stream where it was, so a run with a replayed (reused) round samples as an
+        uninterrupted one does; the episodes are counted, not stored."""
+        settings = self.config.rollout.model_copy(update={"group_size": self.config.evolution.admission_probe})
+        with isolated_torch_rng(seed), id_stream("probe", self.config.seed, step, seed):
+            groups = collect_groups(self.policy, self.envs, tasks, settings, step, seed=seed)
+        return [sum(1 for tr in g.trajectories if tr.success) for g in groups]
 
     def _detect(self, groups: list[RolloutGroup], step: int) -> list[Signal]:
         with id_stream("signals", self.config.seed, step):

@@ -57,7 +57,9 @@ def evolution_metrics(admissions: list["Admission"], into: dict[str, float]) -> 
     how long the step waited for a background round that was not done)."""
     for a in admissions:
         for key, value in (("evolution/admitted", len(a.admitted)), ("evolution/candidates", a.result.candidates),
-                           ("evolution/seconds", a.result.seconds), ("time/evolution_wait", a.waited)):
+                           ("evolution/seconds", a.result.seconds), ("time/evolution_wait", a.waited)) + (
+                (("evolution/probe_rollouts", a.result.probe_rollouts), ("evolution/probe_too_easy", a.result.too_easy),
+                 ("evolution/probe_too_hard", a.result.too_hard)) if a.result.probed else ()):
             into[key] = into.get(key, 0.0) + float(value)
 
 

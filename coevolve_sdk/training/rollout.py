@@ -18,7 +18,8 @@ from __future__ import annotations
 import warnings
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, TypeVar
+from contextlib import contextmanager
+from typing import Any, Callable, Iterable, Iterator, TypeVar
 
 
 from coevolve_sdk.config import RolloutConfig
@@ -26,7 +27,7 @@ from coevolve_sdk.env.base import AgentEnv
 from coevolve_sdk.training.policy import Policy
 from coevolve_sdk.records import RolloutGroup, Task, Trajectory
 
-__all__ = ["EnvPool", "collect_groups"]
+__all__ = ["EnvPool", "collect_groups", "isolated_torch_rng"]
 
 
 class EnvPool:
@@ -101,6 +102,19 @@ class _Episode:
     turns: int = 0
     gen_tokens: int = 0
     info: dict[str, Any] = field(default_factory=dict)
+
+
+@contextmanager
+def isolated_torch_rng(seed: int) -> Iterator[None]:
+    """Sample from a stream of ``seed``'s inside, and leave torch's global random state (CPU and
+    every GPU) as it was: episodes run on the side (evolution.admission_probe) must not move the
+    training stream that a checkpoint records."""
+    import torch  # the policies sample with torch's global generator
+
+    devices = list(range(torch.cuda.device_count())) if torch.cuda.is_available() else []
+    with torch.random.fork_rng(devices=devices):
+        torch.manual_seed(seed)
+        yield
 
 
 def collect_groups(
