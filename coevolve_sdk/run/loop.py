@@ -9,6 +9,7 @@
         θ ← GRPO step on groups                          algorithm.step
         S ← S ∪ detectors(groups, history)               _detect
         if t mod F = 0: round on S → validated tasks     evolution.offer
+            [→ those the agent solves sometimes]         evolution.admission_probe, _tries
         checkpoint                                       _checkpoint
 
 The checkpoint is the truth: on resume whatever was written after it is rolled back and those
