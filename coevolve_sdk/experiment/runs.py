@@ -68,7 +68,8 @@ def read_run(run_dir: Path) -> RunData:
         rounds = [
             {"round": int(r["round"]), "step": int(r["step"]), "by_kind": dict(r.get("by_kind") or {}),
              "accepted": int(r.get("accepted") or 0), "candidates": int(r.get("candidates") or 0),
-             "short_of_cap": r.get("short_of_cap")}
+             "short_of_cap": r.get("short_of_cap"),
+             **{k: int(r.get(k) or 0) for k in ("probed", "probe_rollouts", "too_easy", "too_hard")}}
             for r in raw
         ]
         use = store.admitted_task_use()

@@ -101,7 +101,11 @@ def _evolution(runs: dict[str, RunData], steps: int) -> dict[str, Any]:
         for r, v in sorted(per_round.items())
     }
     admitted = [a for v in per_round.values() for a in v["admitted"]]
+    # evolution.admission_probe: what the agent's tries cost and left out, per run
+    probe = {key: sum(int(rd.get(key, 0) or 0) for d in runs.values() for rd in d.rounds) / n
+             for key in ("probed", "probe_rollouts", "too_easy", "too_hard")}
     return {
+        "probe_per_run": probe if probe["probed"] else None,
         "rounds": rounds,
         "rounds_per_run": len(admitted) / n,
         "signals_detected": dict(detected),
@@ -289,6 +293,14 @@ def _markdown(summary: dict[str, Any], info: dict[str, Any], plan: dict[str, Any
         lines.append(f"| {arm['name']} | {ev['rounds_per_run']:.1f} | {', '.join(f'{k} {v:.1f}' for k, v in sorted(kinds.items())) or '–'} | "
                      f"{_f(ev['admitted_per_round'], 1)} | {', '.join(f'{k} {v:.1f}' for k, v in sorted(ev['signals_detected'].items())) or '–'} | "
                      f"{', '.join(f'{o} {v:.1f}' for o, v in sorted(ev['final_pool'].items()))} |")
+    probed = [(arm["name"], summary[arm["name"]]["evolution"]["probe_per_run"]) for arm in plan["arms"]
+              if summary[arm["name"]]["evolution"] and summary[arm["name"]]["evolution"].get("probe_per_run")]
+    if probed:
+        lines += ["", "Learnability probe at admission (`evolution.admission_probe`), per run: validated tasks the agent tried, "
+                      "the rollouts it took (beside training's), and those left out because it solved them in every try or "
+                      "in none:", ""]
+        lines += [f"- {name}: {p['probed']:.1f} tried, {p['probe_rollouts']:.0f} rollouts; {p['too_easy']:.1f} always solved, "
+                  f"{p['too_hard']:.1f} never solved" for name, p in probed]
     lines += ["", "## Tasks admitted and trained on, per seed", "",
               "Counted in each finished run's store: tasks evolution admitted, and of those the tasks at least one training "
               "step sampled (a rollout group); in brackets, candidates rejected for asking an evaluation task's request and "

@@ -53,7 +53,8 @@ def summarized(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict, di
                 # training sampled the first `seed + 1` of them (twice the first): trained on 1 and 2 of 3
                 store.record_step(5, [Trajectory(task_id=t.id, score=0.0) for t in [synth[0], *synth[: seed + 1]]], [], {})
                 store.record_round(1, 4, {"by_kind": {"boundary": 2, "rare": seed}, "accepted": 3, "candidates": 5,
-                                          "rejection_reasons": {EVAL_REQUEST_REASON: seed}})
+                                          "rejection_reasons": {EVAL_REQUEST_REASON: seed},
+                                          "probed": 2 + seed, "probe_rollouts": 4 * (2 + seed), "too_easy": seed, "too_hard": 1})
                 if seed == 0:  # a second round in one seed only
                     store.record_round(2, 8, {"by_kind": {"forgetting": 4}, "accepted": 1, "candidates": 2})
             if arm == "coevolve" and seed == 2:  # still training: no final row, not finished
@@ -170,3 +171,13 @@ def test_tasks_admitted_and_trained_on_per_arm_and_seed_from_the_stores(summariz
     md = (experiment / "summary.md").read_text()
     assert "| coevolve | 3.0 | 1.5 | 3 / 1 | 3 / 2 (1 evaluation requests rejected) | – |" in md
     assert "<table id=\"tasks\">" in (experiment / "experiment.html").read_text()
+
+
+def test_what_the_learnability_probe_cost_and_left_out_per_run(summarized: tuple[Path, dict, dict]) -> None:
+    """evolution.admission_probe's rollouts are compute beside training's: the summary counts
+    them per run from the round records (finished seeds 0 and 1), so arms compare on what happened."""
+    experiment, s, _ = summarized
+    assert s["coevolve"]["evolution"]["probe_per_run"] == pytest.approx(
+        {"probed": 2.5, "probe_rollouts": 10.0, "too_easy": 0.5, "too_hard": 1.0})
+    assert s["static"]["evolution"]["probe_per_run"] is None
+    assert "- coevolve: 2.5 tried, 10 rollouts; 0.5 always solved, 1.0 never solved" in (experiment / "summary.md").read_text()
