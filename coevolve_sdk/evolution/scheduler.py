@@ -43,6 +43,8 @@ from coevolve_sdk.config import EvolutionConfig, RunConfig
 from coevolve_sdk.storage.diskspace import disk_full_cause
 from coevolve_sdk.env.base import AgentEnv
 from coevolve_sdk.evolution.rounds import Evolver, Probe, RoundResult
+from coevolve_sdk.training.policy import Policy
+from coevolve_sdk.training.rollout import EnvPool, tried_successes
 from coevolve_sdk.ids import id_stream
 from coevolve_sdk.evolution.pool import TaskPool
 from coevolve_sdk.storage.store import RunStore
@@ -139,13 +141,19 @@ class EvolutionScheduler:
     @classmethod
     def for_run(cls, cfg: RunConfig, teacher: Teacher, make_env: Callable[[], AgentEnv], store: RunStore, pool: TaskPool,
                 detector_kinds: list[str], *, silent_hints: list[str] | None = None, log: Callable[[str], None], on_admitted: Callable[[int, list[Task]], None],
-                on_proposed: Callable[[int, list[Any]], None], probe: Probe | None = None) -> "EvolutionScheduler":
-        """The scheduler of a run, with its evolver (teacher, validator, workers) built from the config."""
+                on_proposed: Callable[[int, list[Any]], None], agent: tuple[Policy, EnvPool] | None = None) -> "EvolutionScheduler":
+        """The scheduler of a run, with its evolver (teacher, validator, workers) built from the config;
+        ``agent`` (the run's policy and environments) tries validated tasks for evolution.admission_probe."""
         evo = cfg.evolution
+        probe = None
+        if evo.admission_probe and agent is not None:
+            policy, envs = agent
+            probe = Probe(evo.admission_probe, lambda tasks, step, seed: tried_successes(
+                policy, envs, tasks, cfg.rollout, evo.admission_probe, step, seed))
         validator = Validator(cfg.validation, held_out=held_out_requests(cfg, make_env, log))
         evolver = Evolver(teacher, validator, make_env, store, workers=evo.workers,
                           max_signals_per_kind=evo.max_signals_per_kind, max_admitted=evo.max_admitted_per_round,
-                          on_proposed=on_proposed, seed=cfg.seed, probe=probe if evo.admission_probe else None)
+                          on_proposed=on_proposed, seed=cfg.seed, probe=probe)
         return cls(evolver, store, pool, evo, seed=cfg.seed, detector_kinds=detector_kinds, log=log, on_admitted=on_admitted,
                    last_step=cfg.training.steps, silent_hints=silent_hints)
 

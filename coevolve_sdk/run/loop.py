@@ -8,8 +8,7 @@
         groups ← K rollouts of every x ∈ X               collect_groups
         θ ← GRPO step on groups                          algorithm.step
         S ← S ∪ detectors(groups, history)               _detect
-        if t mod F = 0: round on S → validated tasks     evolution.offer
-            [→ those the agent solves sometimes]         evolution.admission_probe, _tries
+        if t mod F = 0: round on S → validated tasks     evolution.offer (admission_probe: the agent tries them)
         checkpoint                                       _checkpoint
 
 The checkpoint is the truth: on resume whatever was written after it is rolled back and those
@@ -34,12 +33,11 @@ from coevolve_sdk.config.plugins import load_run_plugins
 from coevolve_sdk.errors import ResumeError
 from coevolve_sdk.evolution.judge import judge_step
 from coevolve_sdk.evolution.pool import TaskPool
-from coevolve_sdk.evolution.rounds import Probe
 from coevolve_sdk.evolution.scheduler import EvolutionScheduler
 from coevolve_sdk.evolution.seed_pool import build_seed_pool
 from coevolve_sdk.evolution.signals import CompetenceHistory
 from coevolve_sdk.ids import id_stream
-from coevolve_sdk.records import RolloutGroup, Signal, Task
+from coevolve_sdk.records import RolloutGroup, Signal
 from coevolve_sdk.run.evaluation import Evaluator
 from coevolve_sdk.run.interrupts import raise_if_interrupted
 from coevolve_sdk.run.metrics import evolution_metrics, namespaced, step_metrics
@@ -54,7 +52,7 @@ from coevolve_sdk.storage.lock import RunLock
 from coevolve_sdk.storage.run_folder import RunFolder
 from coevolve_sdk.storage.store import RunStore
 from coevolve_sdk.training.algorithm import CheckpointError, CheckpointMismatch
-from coevolve_sdk.training.rollout import EnvPool, collect_groups, isolated_torch_rng
+from coevolve_sdk.training.rollout import EnvPool, collect_groups
 
 __all__ = ["CoEvolveLoop"]
 
@@ -108,10 +106,9 @@ class CoEvolveLoop:
         self.view = RunView(self.run_dir, self.config, self.pool, lambda: self.step)
         self.evolution = EvolutionScheduler.for_run(
             self.config, self.teacher, self.make_env, self.store, self.pool, [d.kind for d in self.detectors],
-            silent_hints=[type(d).silent_hint for d in self.detectors], log=self.progress.log,
+            silent_hints=[type(d).silent_hint for d in self.detectors], log=self.progress.log, agent=(self.policy, self.envs),
             on_admitted=lambda step, tasks: self.registry.call_hook("on_tasks_admitted", run=self.view, step=step, tasks=tasks),
-            on_proposed=lambda step, c: self.registry.call_hook("on_tasks_proposed", run=self.view, step=step, candidates=c),
-            probe=Probe(self.config.evolution.admission_probe, self._tries))
+            on_proposed=lambda step, c: self.registry.call_hook("on_tasks_proposed", run=self.view, step=step, candidates=c))
 
     @stops_cleanly  # a full disk anywhere: one message (DiskFull), exit 75 (docs/run-folder.md)
     def run(self) -> dict[str, Any]:
@@ -269,16 +266,6 @@ class CoEvolveLoop:
         self.registry.call_hook("on_step_end", run=self.view, step=step, metrics=metrics)
         self.progress.step(step, metrics)
         self.procs.barrier()
-
-    def _tries(self, tasks: list[Task], step: int, seed: int) -> list[int]:
-        """evolution.admission_probe: the current agent's successes on each task in as many
-        sampled episodes, as in training. Its random draws come from ``seed`` and leave the
-        training stream where it was, so a run with a replayed (reused) round samples as an
-        uninterrupted one does; the episodes are counted, not stored."""
-        settings = self.config.rollout.model_copy(update={"group_size": self.config.evolution.admission_probe})
-        with isolated_torch_rng(seed), id_stream("probe", self.config.seed, step, seed):
-            groups = collect_groups(self.policy, self.envs, tasks, settings, step, seed=seed)
-        return [sum(1 for tr in g.trajectories if tr.success) for g in groups]
 
     def _detect(self, groups: list[RolloutGroup], step: int) -> list[Signal]:
         with id_stream("signals", self.config.seed, step):

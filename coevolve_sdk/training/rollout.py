@@ -24,10 +24,11 @@ from typing import Any, Callable, Iterable, Iterator, TypeVar
 
 from coevolve_sdk.config import RolloutConfig
 from coevolve_sdk.env.base import AgentEnv
+from coevolve_sdk.ids import id_stream
 from coevolve_sdk.training.policy import Policy
 from coevolve_sdk.records import RolloutGroup, Task, Trajectory
 
-__all__ = ["EnvPool", "collect_groups", "isolated_torch_rng"]
+__all__ = ["EnvPool", "collect_groups", "isolated_torch_rng", "tried_successes"]
 
 
 class EnvPool:
@@ -115,6 +116,18 @@ def isolated_torch_rng(seed: int) -> Iterator[None]:
     with torch.random.fork_rng(devices=devices):
         torch.manual_seed(seed)
         yield
+
+
+def tried_successes(policy: Policy, envs: EnvPool, tasks: list[Task], settings: RolloutConfig, tries: int, step: int,
+                    seed: int) -> list[int]:
+    """How many of ``tries`` sampled episodes (as in training) the policy solves on each task:
+    evolution.admission_probe's test of whether a task sits at the agent's boundary. Its random
+    draws come from ``seed`` and leave the training stream where it was, so a run whose round is
+    reused on resume (the tries not run again) samples as an uninterrupted one does; the
+    episodes are counted by the round, not stored."""
+    with isolated_torch_rng(seed), id_stream("probe", seed, step):
+        groups = collect_groups(policy, envs, tasks, settings.model_copy(update={"group_size": tries}), step, seed=seed)
+    return [sum(1 for tr in g.trajectories if tr.success) for g in groups]
 
 
 def collect_groups(
