@@ -16,8 +16,10 @@ what did the pool become.
 
 ``--compositions`` looks at the data itself: for each skill composition (the skills a request
 chains, in order, e.g. ``move_all+clear``) its share of the evaluation split, of the seed pool
-and of each arm's admitted tasks, and each arm's final evaluation success on it (mean over the
-seeds named by ``--seeds``, all by default), and at the end, for each arm that admitted tasks,
+and of each arm's admitted tasks, each arm's final evaluation success on it (mean over the
+seeds named by ``--seeds``, all by default) and its sampled training success on the pool's tasks
+of that composition over the whole run (is a weak composition one the agent cannot do, or one it
+does in training and not on new instances?), and at the end, for each arm that admitted tasks,
 every arm's success on the compositions that make up at least 3% of its admitted tasks and on
 the rest, weighted by their share of the split. It answers "what did the admitted tasks add, and
 what did the agent lose where they added nothing". The evaluation tasks are rebuilt from the
@@ -163,23 +165,27 @@ def compositions(exp: Path, seeds: set[int] | None = None) -> tuple[list[str], l
     seed_kinds: Counter[str] = Counter()
     admitted: dict[str, Counter[str]] = defaultdict(Counter)
     success: dict[str, dict[str, list[int]]] = defaultdict(lambda: defaultdict(list))
+    trained: dict[str, dict[str, list[int]]] = defaultdict(lambda: defaultdict(list))
     for db in runs:
         arm = db.parent.parent.name
         if arm not in arms:
             arms.append(arm)
         con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
         try:
-            tasks = con.execute("SELECT origin, data FROM tasks").fetchall()
+            tasks = con.execute("SELECT id, origin, data FROM tasks").fetchall()
+            train = con.execute("SELECT task_id, success FROM trajectories WHERE phase = 'train'").fetchall()
             last = con.execute("SELECT MAX(step) FROM trajectories WHERE phase LIKE 'eval%'").fetchone()[0]
             evals = con.execute("SELECT task_id, success FROM trajectories WHERE phase LIKE 'eval%' AND step = ?", (last,)).fetchall()
         finally:
             con.close()
-        for origin, data in tasks:
-            k = composition(json.loads(data)["query"])
+        kind_of = {tid: composition(json.loads(data)["query"]) for tid, _, data in tasks}
+        for tid, origin, _ in tasks:
             if origin == "synthetic":
-                admitted[arm][k] += 1
+                admitted[arm][kind_of[tid]] += 1
         if db == runs[0]:  # the seed pool is the same in every run of one experiment (same config, same env)
-            seed_kinds.update(composition(json.loads(d)["query"]) for o, d in tasks if o != "synthetic")
+            seed_kinds.update(kind_of[t] for t, o, _ in tasks if o != "synthetic")
+        for tid, ok in train:
+            trained[arm][kind_of.get(tid, "?")].append(ok)
         for tid, ok in evals:
             success[arm][eval_kind.get(tid, "?")].append(ok)
     n_eval = Counter(eval_kind.values())
@@ -193,6 +199,9 @@ def compositions(exp: Path, seeds: set[int] | None = None) -> tuple[list[str], l
         for arm in arms:
             v = success[arm].get(k, [])
             row[f"{arm}: success"] = sum(v) / len(v) if v else float("nan")
+        for arm in arms:  # sampled, on the pool's tasks of this composition (seed and admitted), every step
+            v = trained[arm].get(k, [])
+            row[f"{arm}: train success"] = sum(v) / len(v) if v else float("nan")
         rows.append(row)
     rest: dict[str, object] = {"composition": "(not in the evaluation split)", "eval share": 0.0,
                                "seed pool share": sum(v for k, v in seed_kinds.items() if k not in n_eval) / max(sum(seed_kinds.values()), 1)}
@@ -219,7 +228,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("experiment_dir", type=Path)
     ap.add_argument("--markdown", action="store_true", help="print a Markdown table (arms as columns)")
     ap.add_argument("--compositions", action="store_true", help="per skill composition: shares of the evaluation split, "
-                    "the seed pool and the admitted tasks, and each arm's final success on it")
+                    "the seed pool and the admitted tasks, each arm's final success on it and its training success on the pool's tasks of it")
     ap.add_argument("--seeds", default=None, help="comma-separated seeds to include (default: all)")
     a = ap.parse_args(argv)
     try:

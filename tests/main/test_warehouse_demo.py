@@ -49,6 +49,7 @@ def _compositions_read_the_run(tmp_path: Path, run: Path) -> None:
     assert out.returncode == 0, out.stderr[-3000:]
     header, *lines = [line.split("\t") for line in out.stdout.strip().splitlines()]
     assert header[:3] == ["composition", "eval share", "seed pool share"] and "coevolve: success" in header
+    assert "coevolve: train success" in header  # sampled training success on the pool's tasks of each composition
     every = [dict(zip(header, line)) for line in lines]
     end = next(i for i, r in enumerate(every) if r["composition"] == "(not in the evaluation split)")
     rows, covered = every[: end + 1], every[end + 1 :]
@@ -76,6 +77,18 @@ def _compositions_read_the_run(tmp_path: Path, run: Path) -> None:
                              "WHERE j.phase = 'train' GROUP BY j.step, j.task_id").fetchall()
     finally:
         con.close()
+    con = sqlite3.connect(run / "run.sqlite")
+    try:
+        tried = con.execute("SELECT json_extract(t.data, '$.query'), j.success FROM trajectories j JOIN tasks t ON t.id = j.task_id "
+                            "WHERE j.phase = 'train'").fetchall()
+    finally:
+        con.close()
+    by_kind: dict[str, list[int]] = {}
+    for query, ok in tried:
+        by_kind.setdefault(warehouse_analysis.composition(query), []).append(ok)
+    checked = [r for r in rows[:-1] if r["coevolve: train success"] != "–"]
+    assert checked and all(abs(float(r["coevolve: train success"]) - sum(by_kind[r["composition"]]) / len(by_kind[r["composition"]])) < 1e-3
+                           for r in checked)
     row = warehouse_analysis.analyse(exp)["coevolve"]
     seed_flat = [bool(f) for o, f in groups if o == "seed"]
     assert seed_flat and row["equal-reward groups on seed tasks (share)"] == sum(seed_flat) / len(seed_flat)
