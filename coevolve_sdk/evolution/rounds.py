@@ -28,7 +28,10 @@ from coevolve_sdk.records import (
 )
 from coevolve_sdk.evolution.validation import Validator
 
-__all__ = ["Evolver", "Probe", "RoundResult", "signal_seed"]
+__all__ = ["Evolver", "PROBE_COUNTS", "Probe", "RoundResult", "signal_seed"]
+
+#: what a round records of evolution.admission_probe (RoundResult fields of the same names)
+PROBE_COUNTS = ("probed", "probe_rollouts", "too_easy", "too_hard")
 
 
 def signal_seed(run_seed: int, round_id: int, index: int) -> int:
@@ -112,10 +115,7 @@ class RoundResult:
             "starts_explored": self.starts_explored,
             "admission_cap_reached": self.admission_cap_reached,
             "short_of_cap": self.short_of_cap,
-            "probed": self.probed,
-            "probe_rollouts": self.probe_rollouts,
-            "too_easy": self.too_easy,
-            "too_hard": self.too_hard,
+            **{key: getattr(self, key) for key in PROBE_COUNTS},
             "seconds": self.seconds,
             "usage": self.usage.model_dump(),
             "teacher_stages": self.teacher_stages.model_dump() if self.teacher_stages is not None else None,
@@ -135,7 +135,7 @@ class Evolver:
         max_admitted: int | None = None,
         on_proposed: Callable[[int, list[Any]], None] | None = None,
         seed: int = 0,
-        probe: "Probe | None" = None,
+        probe: Probe | None = None,
     ) -> None:
         self.teacher = teacher
         self.validator = validator

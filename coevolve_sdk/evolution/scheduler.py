@@ -42,7 +42,7 @@ import coevolve_sdk.kill_points as killpoints
 from coevolve_sdk.config import EvolutionConfig, RunConfig
 from coevolve_sdk.storage.diskspace import disk_full_cause
 from coevolve_sdk.env.base import AgentEnv
-from coevolve_sdk.evolution.rounds import Evolver, Probe, RoundResult
+from coevolve_sdk.evolution.rounds import PROBE_COUNTS, Evolver, Probe, RoundResult
 from coevolve_sdk.training.policy import Policy
 from coevolve_sdk.training.rollout import EnvPool, tried_successes
 from coevolve_sdk.ids import id_stream
@@ -94,8 +94,7 @@ class Admission:
 def _result_from_record(rec: dict[str, Any]) -> RoundResult:
     """A round's result as the store keeps it (the tasks it validated included)."""
     res = RoundResult(round=int(rec["round"]), step=int(rec["step"]))
-    for key in ("signals_in", "signals_used", "candidates", "rejected", "over_budget", "starts_explored", "probed",
-                "probe_rollouts", "too_easy", "too_hard"):
+    for key in ("signals_in", "signals_used", "candidates", "rejected", "over_budget", "starts_explored", *PROBE_COUNTS):
         setattr(res, key, int(rec.get(key, 0)))
     res.admission_cap_reached = rec.get("admission_cap_reached")
     res.short_of_cap = rec.get("short_of_cap")

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from coevolve_sdk.storage.store import RunStore, StoreDamaged
+from coevolve_sdk.evolution.rounds import PROBE_COUNTS
 from coevolve_sdk.evolution.validation import EVAL_REQUEST_REASON
 
 __all__ = ["RunData", "run_status", "read_run"]
@@ -69,7 +70,7 @@ def read_run(run_dir: Path) -> RunData:
             {"round": int(r["round"]), "step": int(r["step"]), "by_kind": dict(r.get("by_kind") or {}),
              "accepted": int(r.get("accepted") or 0), "candidates": int(r.get("candidates") or 0),
              "short_of_cap": r.get("short_of_cap"),
-             **{k: int(r.get(k) or 0) for k in ("probed", "probe_rollouts", "too_easy", "too_hard")}}
+             **{k: int(r.get(k) or 0) for k in PROBE_COUNTS}}
             for r in raw
         ]
         use = store.admitted_task_use()

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from coevolve_sdk.errors import CoEvolveError
+from coevolve_sdk.evolution.rounds import PROBE_COUNTS
 from coevolve_sdk.experiment.runs import RunData, read_run
 from coevolve_sdk.experiment.stats import describe, paired_difference
 
@@ -102,8 +103,7 @@ def _evolution(runs: dict[str, RunData], steps: int) -> dict[str, Any]:
     }
     admitted = [a for v in per_round.values() for a in v["admitted"]]
     # evolution.admission_probe: what the agent's tries cost and left out, per run
-    probe = {key: sum(int(rd.get(key, 0) or 0) for d in runs.values() for rd in d.rounds) / n
-             for key in ("probed", "probe_rollouts", "too_easy", "too_hard")}
+    probe = {key: sum(rd[key] for d in runs.values() for rd in d.rounds) / n for key in PROBE_COUNTS}
     return {
         "probe_per_run": probe if probe["probed"] else None,
         "rounds": rounds,

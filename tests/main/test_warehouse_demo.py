@@ -75,10 +75,6 @@ def _compositions_read_the_run(tmp_path: Path, run: Path) -> None:
     try:
         groups = con.execute("SELECT t.origin, MAX(j.score) = MIN(j.score) FROM trajectories j JOIN tasks t ON t.id = j.task_id "
                              "WHERE j.phase = 'train' GROUP BY j.step, j.task_id").fetchall()
-    finally:
-        con.close()
-    con = sqlite3.connect(run / "run.sqlite")
-    try:
         tried = con.execute("SELECT json_extract(t.data, '$.query'), j.success FROM trajectories j JOIN tasks t ON t.id = j.task_id "
                             "WHERE j.phase = 'train'").fetchall()
     finally:
