@@ -76,6 +76,13 @@ class EvolutionConfig(_Strict):
     async_lag: int = Field(1, ge=1, description="async: a round started at step s is admitted before step s + async_lag + 1 "
                                                 "samples its tasks, i.e. it overlaps async_lag training steps.")
     max_signals_per_kind: int | None = Field(16, ge=1, description="Signals handed to the teacher per kind per round, after one-per-task dedup.")
+    signal_order: Literal["arrival", "weakest"] = Field(
+        "arrival", description="Which signals of a kind reach the teacher when there are more than max_signals_per_kind. arrival: "
+                               "the earliest detected (the paper). weakest: those whose task the agent solved least often in "
+                               "its training rollouts since the oldest pending signal (ties in arrival order), so the "
+                               "teacher's budget goes where the agent is furthest from solving; the admission cap then also "
+                               "keeps their tasks first. guidance=random ignores it.",
+    )
     workers: int = Field(2, ge=1, description="Signals processed concurrently (each gets its own environment).")
     guidance: Literal["signals", "random"] = Field(
         "signals", description="signals: explore from the signalled trajectories (CoEvolve); random: explore, unguided, from "

@@ -238,6 +238,8 @@ class EvolutionScheduler:
             return
         self.round += 1
         r = self.round
+        if not unguided:
+            pending = self._ordered(pending, step)
         signals_in, trajs = (self._random_starts(r, step) if unguided else (pending, self._trajectories(pending)))
         digest = self._digest(r, step, signals_in, trajs, unguided)
         self.store.start_round(r, step, digest, unguided, [s.id for s in pending])
@@ -305,8 +307,24 @@ class EvolutionScheduler:
         unguided = bool(start["unguided"]) if start else self.settings.guidance == "random"
         if unguided:
             return (*self._random_starts(r, step), True)
-        signals = self.store.round_signals(r)
+        signals = self._ordered(self.store.round_signals(r), step)
         return signals, self._trajectories(signals), False
+
+    def _ordered(self, signals: list[Signal], step: int) -> list[Signal]:
+        """A guided round's signals in the order the teacher takes them (evolution.signal_order).
+        The one-per-task fold and the per-kind cap keep the first ones, so with ``weakest`` the
+        signals of the tasks the agent solved least often in its training rollouts since the
+        oldest of them come first; a stable sort keeps arrival order among equals. It reads only
+        rows of steps up to ``step``, so a round run again after a stop sees the same order."""
+        if self.settings.signal_order == "arrival" or not signals:
+            return signals
+        rates = self.store.training_success(min(s.step for s in signals), step)
+
+        def solved(s: Signal) -> float:
+            wins, tries = rates.get(s.task_id, (0, 0))
+            return wins / tries if tries else 1.0  # no rollout to judge by: after every judged task
+
+        return sorted(signals, key=solved)
 
     def _trajectories(self, signals: list[Signal]) -> dict[str, Trajectory]:
         out: dict[str, Trajectory] = {}

@@ -268,6 +268,13 @@ class RunStore:
                               "WHERE j.phase = 'train' AND t.origin = 'synthetic' AND t.split = 'train'")[0][0]
         return {"admitted": int(admitted), "trained_on": int(trained)}
 
+    def training_success(self, first_step: int, last_step: int) -> dict[str, tuple[int, int]]:
+        """Per task, (successes, trajectories) of its training rollouts in steps ``first_step`` to
+        ``last_step``. Pruning keeps every row's success flag, so this holds for any past step."""
+        return {tid: (int(w), int(n)) for tid, w, n in self._query(
+            "SELECT task_id, SUM(success), COUNT(*) FROM trajectories WHERE phase = 'train' AND step BETWEEN ? AND ? "
+            "GROUP BY task_id", (first_step, last_step))}
+
     def pool_growth(self) -> list[tuple[int, str, int]]:
         """(step admitted, origin, count) rows for the report's pool-growth plot."""
         return [(int(s if s is not None else 0), o, int(n)) for s, o, n in self._query(

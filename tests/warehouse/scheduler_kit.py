@@ -1,5 +1,6 @@
 """A warehouse evolution scheduler for tests that drive rounds by hand: random guidance, one
-worker, a RandomExplorer making at most one candidate per start, seed tasks from the train split."""
+worker, a RandomExplorer making at most one candidate per start, seed tasks from the train split.
+Called again on the same file it reopens the store and pool as a resumed process would."""
 
 from __future__ import annotations
 
@@ -18,9 +19,11 @@ def random_scheduler(db: Path, *, steps: int, seed_tasks: int, **evolution: Any)
     cfg = RunConfig(run_dir=str(db.parent), environment=ComponentConfig(name="warehouse"), policy=ComponentConfig(name="tiny"),
                     algorithm=ComponentConfig(name="grpo"), training={"steps": steps},  # type: ignore[arg-type]
                     evolution={"guidance": "random", "workers": 1, **evolution})  # type: ignore[arg-type]
+    fresh = not db.exists()
     store = RunStore(db)
     pool = TaskPool(store)
-    pool.admit([t.model_copy(update={"origin": "seed"}) for t in WarehouseEnv().tasks("train")[:seed_tasks]], step=0)
+    if fresh:
+        pool.admit([t.model_copy(update={"origin": "seed"}) for t in WarehouseEnv().tasks("train")[:seed_tasks]], step=0)
     teacher = RandomExplorer(RandomExplorer.Options(rounds=1, steps_per_round=3, max_actions=3, max_candidates=1))
     sched = EvolutionScheduler.for_run(cfg, teacher, WarehouseEnv, store, pool, [], log=lambda m: None,
                                        on_admitted=lambda s, t: None, on_proposed=lambda s, c: None)
