@@ -1,4 +1,5 @@
-"""Metrics reach TensorBoard when it is installed (it is, with the dev extra)."""
+"""Every run's step metrics reach TensorBoard. The SDK writes the event files itself (no
+tensorboard import at run time); tensorboard's own reader (the dev extra installs it) checks them."""
 
 from __future__ import annotations
 
@@ -27,18 +28,53 @@ def test_step_metrics_are_written_as_tensorboard_scalars(tmp_path: Path, sub_env
     assert [e.step for e in acc.Scalars("rollout/reward_mean")] == [1, 2, 3]
 
 
-def test_writing_scalars_does_not_import_torch(tmp_path: Path) -> None:
+def test_writing_scalars_imports_neither_torch_nor_tensorboard(tmp_path: Path) -> None:
     """A run whose components do not use torch (the toy world, an LLM-teacher-only set-up) does not
-    pay torch's import (about 2 s of CPU) just to log its metrics."""
+    pay torch's import (about 2 s of CPU) just to log its metrics, nor tensorboard's (a quarter of
+    a second, paid by every run)."""
     pytest.importorskip("tensorboard", reason="the dev extra installs tensorboard")
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
     code = ("import sys; from pathlib import Path; from coevolve_sdk.run.tensorboard import TensorBoard; "
             f"tb = TensorBoard(Path({str(tmp_path)!r})); tb.write(1, {{'a/b': 0.5}}); tb.write(2, {{'a/b': 0.25}}); tb.close(); "
-            "print('torch' in sys.modules)")
+            "print('torch' in sys.modules or 'tensorboard' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
-    assert out.stdout.strip() == "False", "writing TensorBoard scalars imported torch"
+    assert out.stdout.strip() == "False", "writing TensorBoard scalars imported torch or tensorboard"
     acc = EventAccumulator(str(tmp_path))
     acc.Reload()
     assert [(e.step, e.value) for e in acc.Scalars("a/b")] == [(1, 0.5), (2, 0.25)]
+
+
+def test_records_carry_the_checksums_tensorboard_verifies() -> None:
+    pytest.importorskip("tensorboard", reason="the dev extra installs tensorboard")
+    import random
+
+    from tensorboard.compat.tensorflow_stub.pywrap_tensorflow import masked_crc32c
+
+    from coevolve_sdk.run.tensorboard import _masked_crc32c
+
+    rng = random.Random(0)
+    for n in (0, 1, 8, 255, 4096):
+        data = bytes(rng.randrange(256) for _ in range(n))
+        assert _masked_crc32c(data) == masked_crc32c(data), n
+
+
+def test_a_resumed_run_adds_its_steps_to_the_same_curves(tmp_path: Path) -> None:
+    """A resumed run writes a second event file; TensorBoard reads both as one run."""
+    pytest.importorskip("tensorboard", reason="the dev extra installs tensorboard")
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    from coevolve_sdk.run.tensorboard import TensorBoard
+
+    first = TensorBoard(tmp_path)
+    first.write(1, {"rollout/reward_mean": 0.25, "pool/size": 8})
+    first.close()
+    second = TensorBoard(tmp_path)
+    second.write(2, {"rollout/reward_mean": 0.5, "pool/size": 9})
+    second.close()
+    assert len(list(tmp_path.iterdir())) == 2
+    acc = EventAccumulator(str(tmp_path))
+    acc.Reload()
+    assert [(e.step, e.value) for e in acc.Scalars("rollout/reward_mean")] == [(1, 0.25), (2, 0.5)]
+    assert [e.value for e in acc.Scalars("pool/size")] == [8, 9]
