@@ -41,11 +41,7 @@ def _arms_table(plan: dict[str, Any], stats: dict[str, dict[str, Any]], table_id
 
 def write_page(out: Path, summary: dict[str, Any], info: dict[str, Any], plan: dict[str, Any]) -> Path:
     e = html.escape
-    try:
-        plots = make_plots(out, summary, plan)
-        plot_note = ""
-    except ImportError:
-        plots, plot_note = {}, "<p><em>Install matplotlib (pip install 'coevolve-sdk[report]') to see plots.</em></p>"
+    plots = make_plots(out, summary, plan)
     other = other_metric(plan["metric"]["key"])
     beside = "" if not other else (f"<p>Beside it, <b>{e(other)}</b> of the same evaluations:</p>"
                                    + _arms_table(plan, {n: a[other] for n, a in summary.items()}, "beside", preset=False))
@@ -79,7 +75,7 @@ seeds {e(', '.join(map(str, plan['seeds'])))}; 95% intervals by Student's t over
 <h2>Fairness checks</h2>
 <ul><li>Training compute: {e(checks['compute']['note'])}.</li><li>Teacher budget: {e(checks['teacher_budget']['note'])}.</li>
 <li>Environment: {e(checks['environment']['note'])}.</li></ul>
-<h2>Plots</h2>{plot_note}{page_html.figures(plots)}
+<h2>Plots</h2>{page_html.figures(plots)}
 <h2>How the arms differ from the base config</h2><ul>{arms}</ul>
 <p>Each run is an ordinary run folder: <code>coevolve report {e(str(out))}/runs/ARM/seed-SEED</code>, <code>coevolve signals ...</code>,
 <code>coevolve pool list ...</code>. Numbers: <code>summary.json</code>, <code>summary.csv</code>, <code>summary.md</code>.</p>"""

@@ -30,9 +30,9 @@ def figures(plots: dict[str, str]) -> str:
 
 
 class PlotFolder:
-    """Where a page's plots are saved: each figure becomes a PNG in ``folder``, closed at once
-    (a report draws many and matplotlib keeps every open one), and ``made`` maps its caption to
-    its path as the page links it (``link_prefix`` + file name), ready for :func:`figures`."""
+    """Where a page's charts are saved: each :class:`~coevolve_sdk.run.svg.Figure` becomes an SVG
+    file in ``folder``, and ``made`` maps its caption to its path as the page links it
+    (``link_prefix`` + file name), ready for :func:`figures`."""
 
     def __init__(self, folder: Path, link_prefix: str) -> None:
         self.folder = folder
@@ -41,9 +41,8 @@ class PlotFolder:
         folder.mkdir(parents=True, exist_ok=True)
 
     def save(self, fig: Any, file: str, title: str) -> None:
-        import matplotlib.pyplot as plt
-
-        fig.tight_layout()
-        fig.savefig(self.folder / file, dpi=90)
-        plt.close(fig)
+        path = self.folder / file
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_text(fig.svg())
+        tmp.replace(path)
         self.made[title] = f"{self.link_prefix}{file}"

@@ -3,8 +3,9 @@
 ``write_report(run_dir)`` reads only the run store (opened read-only, without the run folder's
 lock), so it works on a finished run, a running one (from another shell) or a killed one, and
 on run folders written before metric names were namespaced (``reward_mean`` then,
-``rollout/reward_mean`` now). Plots are PNG files under ``RUN_DIR/report/`` referenced
-from ``RUN_DIR/report.html``; matplotlib is an optional dependency (``coevolve-sdk[report]``).
+``rollout/reward_mean`` now). Plots are SVG files under ``RUN_DIR/report/`` referenced
+from ``RUN_DIR/report.html``, drawn by :mod:`coevolve_sdk.run.svg` (nothing to install; a run
+folder reported before they were SVG keeps its old PNG files, unlinked).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from typing import Any
 from coevolve_sdk.storage.diskspace import DiskFull, disk_full_cause
 from coevolve_sdk.run import html as page_html
 from coevolve_sdk.run.metrics import metric
+from coevolve_sdk.run.svg import Figure
 from coevolve_sdk.storage.store import RunStore
 from coevolve_sdk.run.trajectories import eval_examples_html
 
@@ -33,63 +35,49 @@ PHASES = ["time/rollout", "time/update", "time/signals", "time/evolution_wait"]
 
 
 def _plots(store: RunStore, out: Path) -> dict[str, str]:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     plots = page_html.PlotFolder(out, "report/")
     save = plots.save
     metrics = store.metrics()
     steps = sorted(s for s in metrics if s > 0)
 
     if steps:
-        fig, ax = plt.subplots(figsize=(7, 3.5))
-        ax.plot(steps, [metric(metrics[s], "rollout/reward_mean") for s in steps], marker="o", lw=2, label="mean reward, all tasks")
-        ax.plot(steps, [metric(metrics[s], "rollout/success_rate") for s in steps], ls=":", color="black", label="success rate, all tasks")
+        fig = Figure(630, 315)
+        ax = fig.axes("Reward and success per step", "training step", ylim=(-0.02, 1.02))
+        ax.line(steps, [metric(metrics[s], "rollout/reward_mean") for s in steps], marker=True, label="mean reward, all tasks")
+        ax.line(steps, [metric(metrics[s], "rollout/success_rate") for s in steps], dash="dotted", color="#000000",
+                label="success rate, all tasks")
         by_origin: dict[str, dict[int, float]] = defaultdict(dict)
         for s, origin, score, _ in store.score_by_origin():
             by_origin[origin][s] = score
         for origin, series in sorted(by_origin.items()):
             xs = sorted(series)
-            ax.plot(xs, [series[x] for x in xs], ls="--", marker=".", label=f"mean reward, {origin} tasks")
-        ax.set_xlabel("training step")
-        ax.set_ylim(-0.02, 1.02)
-        ax.legend(fontsize=8, framealpha=0.8)
-        ax.grid(alpha=0.3)
-        ax.set_title("Reward and success per step")
-        save(fig, "reward.png", "Reward and success per step")
+            ax.line(xs, [series[x] for x in xs], dash="dashed", marker=True, width=1.5, label=f"mean reward, {origin} tasks")
+        save(fig, "reward.svg", "Reward and success per step")
 
-        fig, ax = plt.subplots(figsize=(7, 3.5))
+        fig = Figure(630, 315)
+        ax = fig.axes("Time per phase", "training step", "seconds", legend="upper left")
         bottom = [0.0] * len(steps)
         for ph in PHASES:
             vals = [metrics[s].get(ph, 0.0) for s in steps]
-            ax.bar(steps, vals, bottom=bottom, label=ph.split("/")[1])
+            ax.bars(steps, vals, bottom=bottom, label=ph.split("/")[1])
             bottom = [b + v for b, v in zip(bottom, vals)]
-        ax.set_xlabel("training step")
-        ax.set_ylabel("seconds")
-        ax.legend(loc="upper left", fontsize=8, framealpha=0.8)
-        ax.set_title("Time per phase")
-        save(fig, "time.png", "Time per phase")
+        save(fig, "time.svg", "Time per phase")
 
     evals = store.evals()
     if evals:
-        fig, ax = plt.subplots(figsize=(5, 3.5))
-        labels = [f"{e['phase']}\n(step {e['step']})" for e in evals]
-        xs = range(len(evals))
+        n_sub = next((e["subset_tasks"] for e in evals if "subset_tasks" in e), None)
+        fig = Figure(max(450, 90 * len(evals) + 120), 315)
+        ax = fig.axes(f"Evaluation on '{evals[0]['split']}' (greedy" + (f", its first {n_sub} tasks)" if n_sub else ")"),
+                      ylim=(0, 1.08), legend="upper left")
+        xs = list(range(len(evals)))
         # eval.subset: the final row scored the whole split and its first N tasks too; plot the N
         # so that every bar is on the same tasks (the table below gives the whole split's figures)
         sub = lambda e, k: e.get(f"subset_{k}", e[k])  # noqa: E731
-        b1 = ax.bar([x - 0.2 for x in xs], [sub(e, "success_rate") for e in evals], width=0.4, label="success rate")
-        b2 = ax.bar([x + 0.2 for x in xs], [sub(e, "mean_score") for e in evals], width=0.4, label="mean score")
-        for bars in (b1, b2):  # the numbers, so that a zero reads as a result and not as a missing plot
-            ax.bar_label(bars, fmt="%.3f", fontsize=8, padding=2)
-        ax.set_xticks(list(xs), labels)
-        ax.set_ylim(0, 1.05)
-        ax.legend()
-        n_sub = next((e["subset_tasks"] for e in evals if "subset_tasks" in e), None)
-        ax.set_title(f"Evaluation on '{evals[0]['split']}' (greedy" + (f", its first {n_sub} tasks)" if n_sub else ")"))
-        save(fig, "eval.png", "Evaluation before and after training")
+        # the numbers on the bars, so that a zero reads as a result and not as a missing plot
+        ax.bars([x - 0.2 for x in xs], [sub(e, "success_rate") for e in evals], width=0.4, label="success rate", values=True)
+        ax.bars([x + 0.2 for x in xs], [sub(e, "mean_score") for e in evals], width=0.4, label="mean score", values=True)
+        ax.xticks(xs, [f"{e['phase']}\n(step {e['step']})" for e in evals])
+        save(fig, "eval.svg", "Evaluation before and after training")
 
     counts = store.signal_counts()
     if counts:
@@ -98,27 +86,25 @@ def _plots(store: RunStore, out: Path) -> dict[str, str]:
         for s, k, n in counts:
             by_step[s][k] = n
         xs2 = sorted(by_step)
-        fig, ax = plt.subplots(figsize=(7, 3.5))
+        fig = Figure(630, 315)
+        ax = fig.axes("Signals by kind", "training step (dotted: evolution round)", "signals")
         bottom = [0.0] * len(xs2)
         for k in kinds:
-            vals = [by_step[s].get(k, 0) for s in xs2]
-            ax.bar(xs2, vals, bottom=bottom, label=k)
+            vals = [float(by_step[s].get(k, 0)) for s in xs2]
+            ax.bars(xs2, vals, bottom=bottom, label=k)
             bottom = [b + v for b, v in zip(bottom, vals)]
         for rd in store.rounds():
-            ax.axvline(rd["step"] + 0.5, color="grey", ls=":", lw=1)
-        ax.set_xlabel("training step (dotted: evolution round)")
-        ax.set_ylabel("signals")
-        ax.legend()
-        ax.set_title("Signals by kind")
-        save(fig, "signals.png", "Signals per step by kind")
+            ax.vline(rd["step"] + 0.5)
+        save(fig, "signals.svg", "Signals per step by kind")
 
     growth = store.pool_growth()
     if growth:
         last = max(max(steps, default=0), max(s for s, _, _ in growth))
         xs3 = list(range(0, last + 1))
-        fig, ax = plt.subplots(figsize=(7, 3.5))
+        fig = Figure(630, 315)
+        ax = fig.axes("Pool growth: seed vs synthetic", "training step", "tasks in the pool", legend="upper left")
         for origin in sorted({o for _, o, _ in growth}):
-            per = defaultdict(int)
+            per: dict[int, int] = defaultdict(int)
             for s, o, n in growth:
                 if o == origin:
                     per[s] += n
@@ -126,35 +112,22 @@ def _plots(store: RunStore, out: Path) -> dict[str, str]:
             for x in xs3:
                 total += per.get(x, 0)
                 ys.append(total)
-            ax.step(xs3, ys, where="post", label=origin, lw=2)
-        ax.set_xlabel("training step")
-        ax.set_ylabel("tasks in the pool")
-        ax.legend()
-        ax.set_title("Pool growth: seed vs synthetic")
-        save(fig, "pool.png", "Pool growth")
+            ax.line(xs3, ys, step=True, label=origin)
+        save(fig, "pool.svg", "Pool growth")
 
     rounds = store.rounds()
     if rounds:
-        fig, ax1 = plt.subplots(figsize=(7, 3.5))
         rs = [r["round"] for r in rounds]
-        ax1.bar([r - 0.2 for r in rs], [r["candidates"] for r in rounds], width=0.4, label="proposed")
-        ax1.bar([r + 0.2 for r in rs], [r["accepted"] for r in rounds], width=0.4, label="admitted")
-        ax1.set_xlabel("evolution round")
-        ax1.set_ylabel("tasks")
         calls = [r["usage"]["calls"] for r in rounds]
+        fig = Figure(630, 315)
+        ax1 = fig.axes("Teacher output and usage per round" if any(calls) else "Teacher output per round (no LLM calls: offline teacher)",
+                       "evolution round", "tasks", legend="upper left", right_label="teacher LLM calls" if any(calls) else "")
+        ax1.bars([r - 0.2 for r in rs], [r["candidates"] for r in rounds], width=0.4, label="proposed")
+        ax1.bars([r + 0.2 for r in rs], [r["accepted"] for r in rounds], width=0.4, label="admitted")
         if any(calls):
-            ax2 = ax1.twinx()
-            ax2.plot(rs, calls, color="black", marker="o", label="teacher calls")
-            ax2.set_ylabel("teacher LLM calls")
-            h1, l1 = ax1.get_legend_handles_labels()
-            h2, l2 = ax2.get_legend_handles_labels()
-            ax1.legend(h1 + h2, l1 + l2, loc="upper left")
-            ax1.set_title("Teacher output and usage per round")
-        else:
-            ax1.legend(loc="upper left")
-            ax1.set_title("Teacher output per round (no LLM calls: offline teacher)")
-        ax1.set_xticks(rs)
-        save(fig, "teacher.png", "Teacher usage per round")
+            ax1.line(rs, calls, color="#000000", marker=True, label="teacher calls", right=True)
+        ax1.xticks(rs, [str(r) for r in rs])
+        save(fig, "teacher.svg", "Teacher usage per round")
     return plots.made
 
 
@@ -183,11 +156,7 @@ def write_report(run_dir: str | Path) -> Path:
     run_dir = Path(run_dir)
     store = RunStore(run_dir / "run.sqlite", read_only=True)
     try:
-        try:
-            plots = _plots(store, run_dir / "report")
-            plot_note = ""
-        except ImportError:
-            plots, plot_note = {}, "<p><em>Install matplotlib (pip install 'coevolve-sdk[report]') to see plots.</em></p>"
+        plots = _plots(store, run_dir / "report")
         evals = store.evals()
         metrics = store.metrics()
         usage = store.usage_rows()
@@ -232,7 +201,7 @@ Pool: {e(json.dumps(store.task_counts()))}. Teacher: {total_calls} LLM calls, ${
 <h2>Evaluation</h2>
 <table id="evals"><tr><th>phase</th><th>step</th><th>split</th><th>tasks</th><th>success rate</th><th>mean score</th><th>subset (eval.subset): success / score</th></tr>{eval_rows}</table>
 {eval_examples_html(store)}
-<h2>Plots</h2>{plot_note}{page_html.figures(plots)}
+<h2>Plots</h2>{page_html.figures(plots)}
 {_teacher_stages_html(store.rounds())}
 <h2>Admitted synthetic tasks ({len(tasks)})</h2>
 <table id="admitted"><tr><th>id</th><th>step</th><th>signal</th><th>parent</th><th>teacher</th><th>prompt</th><th>actions</th><th>query</th><th>validation</th></tr>

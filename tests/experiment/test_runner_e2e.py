@@ -136,7 +136,7 @@ def test_interrupted_and_killed_experiment_resumes_and_summarises(tmp_path: Path
     assert list(summary) == ARMS
     info = json.loads((out / "summary-info.json").read_text())
     assert info["runs"] == {f"{a}/seed-{s}": "finished" for a in ARMS for s in SEEDS}
-    for name in ("summary.csv", "summary.md", "experiment.html", "plots/final.png", "plots/curves.png"):
+    for name in ("summary.csv", "summary.md", "experiment.html", "plots/final.svg", "plots/curves.svg"):
         assert (out / name).stat().st_size > 0, name
     # each run is an ordinary run folder: the existing commands read it
     rep = subprocess.run([*coevolve_cmd(), "signals", str(out / "runs" / "coevolve" / "seed-0")], capture_output=True, text=True, env=sub_env, timeout=120)

@@ -5,6 +5,7 @@ the curves, signals and pool composition that explain a difference."""
 from __future__ import annotations
 
 import csv
+from xml.etree import ElementTree
 import json
 import math
 from pathlib import Path
@@ -154,8 +155,10 @@ def test_files_a_person_reads(summarized: tuple[Path, dict, dict]) -> None:
     assert "| coevolve | coevolve | 2 | 0.562 |" in md and "0.188 (n=2)" in md
     assert "coevolve/seed-2 (running)" in md and "`evolution.enabled`: true → false" in md
     page = (experiment / "experiment.html").read_text()
-    for png in ("final.png", "curves.png", "pool.png", "evolution.png"):
-        assert f'src="plots/{png}"' in page and (experiment / "plots" / png).stat().st_size > 0
+    for svg in ("final.svg", "curves.svg", "pool.svg", "evolution.svg"):
+        assert f'src="plots/{svg}"' in page
+        chart = ElementTree.parse(experiment / "plots" / svg).getroot()  # well-formed, and drawn
+        assert chart.tag.endswith("svg") and len(chart.findall(".//{http://www.w3.org/2000/svg}text")) > 5, svg
 
 
 def test_tasks_admitted_and_trained_on_per_arm_and_seed_from_the_stores(summarized: tuple[Path, dict, dict]) -> None:

@@ -31,7 +31,7 @@ def test_the_demo_evaluates_before_the_warm_start_before_rl_during_and_after(tmp
     assert evals == [("initial", 0, "test"), ("before", 0, "test"), ("during", 2, "test"), ("after", 4, "test")]
     assert "eval initial:" in proc.stdout and "eval after:" in proc.stdout
     html = (run / "report.html").read_text()
-    assert "report/eval.png" in html and "initial" in html
+    assert "report/eval.svg" in html and "initial" in html
     _compositions_read_the_run(tmp_path, run)
 
 
