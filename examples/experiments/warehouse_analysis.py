@@ -2,6 +2,7 @@
 
     python examples/experiments/warehouse_analysis.py runs/experiments/warehouse [--seeds 2,4] [--markdown]
     python examples/experiments/warehouse_analysis.py DIR --compositions [--seeds 2,4] [--markdown]
+    python examples/experiments/warehouse_analysis.py DIR --parents [--seeds 2,4] [--markdown]
 
 Reads every run folder of the experiment (read-only) and prints, per arm (mean over seeds):
 signals handed to the teacher per round by kind, tasks proposed and admitted per round, the
@@ -24,6 +25,13 @@ every arm's success on the compositions that make up at least 3% of its admitted
 the rest, weighted by their share of the split. It answers "what did the admitted tasks add, and
 what did the agent lose where they added nothing". The evaluation tasks are rebuilt from the
 run's saved environment options (nothing in the run folder is executed).
+
+``--parents`` follows each admitted task to the task its exploration started from (its
+lineage's parent: the signalled task for a guided round, a random pool task for random
+exploration): per composition of the parent's request, how many admitted tasks came from such
+parents, how many of them read as the parent's composition, and how many repeat the parent's
+tool calls in order (names only). It answers "when the teacher was handed a task of a weak
+composition, did it add more of that composition?"
 """
 
 from __future__ import annotations
@@ -39,7 +47,7 @@ from pathlib import Path
 
 from coevolve_warehouse import world
 
-from coevolve_sdk import EVAL_REQUEST_REASON
+from coevolve_sdk import EVAL_REQUEST_REASON, calls_in
 
 _PATTERNS = {
     name: re.compile("^" + re.sub(r"\\{(\w+)\\}", r"(?P<\1>\\w+)", re.escape(phrase)) + "$", re.IGNORECASE)
@@ -223,23 +231,75 @@ def compositions(exp: Path, seeds: set[int] | None = None) -> tuple[list[str], l
     return arms, rows
 
 
+def parents(exp: Path, seeds: set[int] | None = None) -> tuple[list[str], list[dict[str, object]]]:
+    """(arms, rows): one row per composition of the parents of admitted tasks (summed over the
+    arms' runs, most frequent first), with per arm the admitted tasks from such parents, those
+    whose request reads as the parent's composition and those that repeat the parent's tool
+    names in order."""
+    runs = _runs(exp, seeds)
+    arms: list[str] = []
+    children: dict[str, Counter[str]] = defaultdict(Counter)
+    same_kind: dict[str, Counter[str]] = defaultdict(Counter)
+    same_tools: dict[str, Counter[str]] = defaultdict(Counter)
+
+    def tools(task: dict) -> list[str]:
+        return [c.name for a in task.get("reference_actions", []) for c in calls_in(a)]
+
+    for db in runs:
+        arm = db.parent.parent.name
+        con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+        try:
+            tasks = {tid: json.loads(data) for tid, data in con.execute("SELECT id, data FROM tasks")}
+        finally:
+            con.close()
+        for t in tasks.values():
+            parent = tasks.get(((t.get("lineage") or {}).get("parent_task_id")) or "")
+            if t.get("origin") != "synthetic" or parent is None:
+                continue
+            if arm not in arms:
+                arms.append(arm)
+            k = composition(parent["query"])
+            children[arm][k] += 1
+            same_kind[arm][k] += composition(t["query"]) == k
+            same_tools[arm][k] += tools(t) == tools(parent)
+    total: Counter[str] = Counter()
+    for arm in arms:
+        total.update(children[arm])
+    rows: list[dict[str, object]] = []
+    for k, _ in total.most_common():
+        row: dict[str, object] = {"parent composition": k}
+        for arm in arms:
+            row[f"{arm}: admitted"] = children[arm][k]
+            row[f"{arm}: same composition"] = same_kind[arm][k]
+            row[f"{arm}: same tools"] = same_tools[arm][k]
+        rows.append(row)
+    every: dict[str, object] = {"parent composition": "(all)"}
+    for arm in arms:
+        every |= {f"{arm}: admitted": sum(children[arm].values()), f"{arm}: same composition": sum(same_kind[arm].values()),
+                  f"{arm}: same tools": sum(same_tools[arm].values())}
+    rows.append(every)
+    return arms, rows
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("experiment_dir", type=Path)
     ap.add_argument("--markdown", action="store_true", help="print a Markdown table (arms as columns)")
     ap.add_argument("--compositions", action="store_true", help="per skill composition: shares of the evaluation split, "
                     "the seed pool and the admitted tasks, each arm's final success on it and its training success on the pool's tasks of it")
+    ap.add_argument("--parents", action="store_true", help="per composition of the task an admitted task was explored from: "
+                    "admitted tasks, those of the same composition, those repeating its tool calls")
     ap.add_argument("--seeds", default=None, help="comma-separated seeds to include (default: all)")
     a = ap.parse_args(argv)
     try:
         seeds = {int(x) for x in a.seeds.split(",")} if a.seeds else None
     except ValueError:
         ap.error(f"--seeds takes comma-separated integers such as 2,4, not {a.seeds!r}")
-    if a.compositions:
-        _, rows = compositions(a.experiment_dir, seeds)
+    if a.compositions or a.parents:
+        _, rows = (compositions if a.compositions else parents)(a.experiment_dir, seeds)
         cols = list(dict.fromkeys(c for r in rows for c in r))
         digits = 2 if a.markdown else 4  # the tab-separated form is for programs: keep the precision
-        cell = lambda v: v if isinstance(v, str) else ("–" if v != v else f"{v:.{digits}f}")  # noqa: E731
+        cell = lambda v: v if isinstance(v, str) else ("–" if v != v else str(v) if isinstance(v, int) else f"{v:.{digits}f}")  # noqa: E731
         if a.markdown:
             print("| " + " | ".join(cols) + " |")
             print("|---|" + "---:|" * (len(cols) - 1))

@@ -64,6 +64,11 @@ def _compositions_read_the_run(tmp_path: Path, run: Path) -> None:
     assert abs(sum(float(r["seed pool share"]) for r in rows) - 1) < 1e-3
     scored = [float(r["coevolve: success"]) for r in rows[:-1] if r["coevolve: success"] != "–"]
     assert scored and all(0 <= v <= 1 for v in scored)
+    # --parents: per composition of the task each admitted task was explored from, how many kept
+    # it. This short run admits nothing, so two admitted tasks with a known parent are added
+    # through the SDK's own store: one repeating its parent's request and calls, one another
+    # seed task's request and calls (of another composition) on the parent's state
+    _parents_counts_what_the_admitted_tasks_kept(tmp_path, script)
     # the default view: per arm, what the signals, the teacher and the pool did, and how many of the
     # step's groups had equal scores (GRPO learns nothing from them) on seed and on admitted tasks
     sys.path.insert(0, str(script.parent))
@@ -91,3 +96,41 @@ def _compositions_read_the_run(tmp_path: Path, run: Path) -> None:
     for bad, message in (("x", "comma-separated integers"), ("7", "no run folders")):
         err = subprocess.run([sys.executable, str(script), str(exp), "--compositions", "--seeds", bad], capture_output=True, text=True, timeout=300)
         assert err.returncode != 0 and message in err.stderr, err.stderr
+
+
+def _parents_counts_what_the_admitted_tasks_kept(tmp_path: Path, script: Path) -> None:
+    import shutil
+    import sys
+
+    from coevolve_sdk import Lineage, RunStore, calls_in
+    from coevolve_warehouse.env import WarehouseEnv
+
+    sys.path.insert(0, str(script.parent))
+    try:
+        import warehouse_analysis
+    finally:
+        sys.path.remove(str(script.parent))
+    exp = tmp_path / "exp-parents"
+    run = exp / "runs" / "coevolve" / "seed-0"
+    shutil.copytree(tmp_path / "exp" / "runs" / "coevolve" / "seed-0", run, symlinks=False)
+    store = RunStore(run / "run.sqlite")
+    try:
+        seeds = store.load_tasks(split="train")
+        kind = {t.id: warehouse_analysis.composition(t.query) for t in seeds}
+        tools = lambda t: [c.name for a in t.reference_actions for c in calls_in(a)]  # noqa: E731
+        parent = next(t for t in seeds if "+" in kind[t.id])
+        other = next(t for t in seeds if kind[t.id] != kind[parent.id] and tools(t) != tools(parent))
+        env = WarehouseEnv()
+        children = [t.model_copy(update={"id": f"task-child-{i}", "origin": "synthetic", "payload": parent.payload,
+                                          "lineage": Lineage(parent_task_id=parent.id, teacher="test", step_admitted=4)})
+                    for i, t in enumerate([parent, other])]
+        assert env.replay(children[0], children[0].reference_actions).score == 1.0
+        store.add_tasks(children, step=4)
+    finally:
+        store.close()
+    out = subprocess.run([sys.executable, str(script), str(exp), "--parents"], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    header, *lines = [line.split("\t") for line in out.stdout.strip().splitlines()]
+    assert header == ["parent composition", "coevolve: admitted", "coevolve: same composition", "coevolve: same tools"]
+    table = {r[0]: [int(x) for x in r[1:]] for r in lines}
+    assert table == {kind[parent.id]: [2, 1, 1], "(all)": [2, 1, 1]}
