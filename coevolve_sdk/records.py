@@ -202,6 +202,9 @@ class Triplet(_Record):
     step: int = 0
     reward: float = 0.0
     ok: bool = True
+    #: part of a variation of the signalled behaviour (coevolve_sdk.evolution.variation), not of
+    #: the free exploration that may follow it in the same round
+    varied: bool = False
 
 
 class CandidateTask(_Record):

@@ -148,6 +148,13 @@ class RandomExplorer(Teacher):
                         "exploring on at random. A signal varies its task's reference actions, or the signalled trajectory's own "
                         "actions when its detector says so (Signal.vary; the rare detector does).",
         )
+        variation_alone: bool = Field(
+            False,
+            description="Propose each variation on its own first (its calls only, before the random calls that follow it in "
+                        "the round), then the whole rounds. A round's random continuation can push a varied task past what one "
+                        "request of the world can say (the warehouse phrases at most two skills), so without this a signalled "
+                        "task of three calls is rarely proposed again with fresh values.",
+        )
 
     def reflect(self, signal: Signal, trajectory: Trajectory, task: Task) -> ExplorationContext:
         tools: list[str] = []
@@ -179,7 +186,8 @@ class RandomExplorer(Teacher):
                 with blame(env, "step", task):
                     varied = vary_actions(env, task, context.focus_actions, rng, proposals=2 * opts.proposals)
                 for k, v in enumerate(varied):
-                    triplets.append(Triplet(action=v.action, observation=v.observation, round=r, step=k, reward=v.reward, ok=v.ok))
+                    triplets.append(Triplet(action=v.action, observation=v.observation, round=r, step=k, reward=v.reward, ok=v.ok,
+                                            varied=True))
                 start = len(varied)
             else:
                 with blame(env, "reset", task):
@@ -205,8 +213,16 @@ class RandomExplorer(Teacher):
         opts: RandomExplorer.Options = self.options  # type: ignore[assignment]
         out: list[CandidateTask] = []
         seen = set(existing)
-        for r in sorted({t.round for t in triplets}):
-            good = [t for t in triplets if t.round == r and t.ok][: opts.max_actions]
+        rounds = sorted({t.round for t in triplets})
+        spans: list[tuple[int, list[Triplet], bool]] = []  # (round, its calls, variation only)
+        if opts.variation_alone:
+            for r in rounds:
+                varied = [t for t in triplets if t.round == r and t.varied]
+                if varied and all(t.ok for t in varied):  # a varied call that failed: the variation is no task
+                    spans.append((r, varied, True))
+        spans += [(r, [t for t in triplets if t.round == r and t.ok], False) for r in rounds]
+        for r, calls, alone in spans:
+            good = calls[: opts.max_actions]
             if len(good) < opts.min_actions:
                 continue
             steps = [Step(action=t.action, observation=t.observation) for t in good]
@@ -217,14 +233,14 @@ class RandomExplorer(Teacher):
             if not query.strip():  # the environment says these calls are no request of its world
                 continue
             cand = CandidateTask(
-                description=f"{context.signal_kind} exploration round {r} from task {task.id}",
+                description=f"{context.signal_kind} exploration round {r}{' (its variation alone)' if alone else ''} from task {task.id}",
                 query=query,
                 reference_actions=[t.action for t in good],
                 completion_criterion="the environment's state and answers match those of the reference actions",
                 parent_task_id=task.id,
                 teacher=self.name,
                 prompt_version=self.prompt_version,
-                exploration={"round": r, "steps": len(good), "focus_tools": context.focus_tools},
+                exploration={"round": r, "steps": len(good), "focus_tools": context.focus_tools} | ({"variation_alone": True} if alone else {}),
             )
             if cand.fingerprint() in seen:
                 continue

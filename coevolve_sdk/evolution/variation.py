@@ -71,8 +71,9 @@ def vary_actions(env: AgentEnv, task: Task, template: list[str], rng: np.random.
     the same tool, the one most consistent with the values already renamed gives the fresh values
     (so the arguments of one call stay jointly valid). An argument equal to a value renamed
     earlier takes the same new value; an integer that equals an earlier observation of the
-    template (a count it read) takes the corresponding new observation. When no proposal calls
-    the tool, the template's own values are kept. The environment is left after the variation's
+    template (a count it read) takes the corresponding new observation; two different values of
+    the template never take the same new value. When no proposal calls the tool, the template's
+    own values are kept. The environment is left after the variation's
     last step, so the caller may continue exploring from there."""
     calls = [c for c in (single_call(a) for a in template) if c is not None]
     actions = [format_tool_call(c.name, c.arguments) for c in calls]
@@ -89,8 +90,16 @@ def vary_actions(env: AgentEnv, task: Task, template: list[str], rng: np.random.
         same = [d for d in drawn if d is not None and d.name == c.name]
         source: dict[str, Any] = {}
         if same:
-            def fit(d: ToolCall) -> int:  # how many already-renamed values this proposal agrees with
-                return sum(1 for k, v in c.arguments.items() if _hashable(v) and v in rename and d.arguments.get(k) == rename[v])
+            images = set(rename.values())
+
+            def fit(d: ToolCall) -> int:
+                """Already-renamed values this proposal agrees with, less the new values it would give
+                to a template value that another template value already took: two different values
+                of the template stay different (a "from bin C to bin D" must not become "from C to C")."""
+                agree = sum(1 for k, v in c.arguments.items() if _hashable(v) and v in rename and d.arguments.get(k) == rename[v])
+                clash = sum(1 for k, v in c.arguments.items()
+                            if _hashable(v) and v not in rename and _hashable(d.arguments.get(k)) and d.arguments.get(k) in images)
+                return agree - clash
             best = max(fit(d) for d in same)
             pool = [d for d in same if fit(d) == best]
             source = pool[int(rng.integers(0, len(pool)))].arguments
@@ -108,6 +117,8 @@ def vary_actions(env: AgentEnv, task: Task, template: list[str], rng: np.random.
                 args[k] = rename[v]
                 continue
             new = source.get(k, v)
+            if _hashable(new) and new in set(rename.values()):  # taken by another template value: keep this one's own
+                new = v if v not in set(rename.values()) else new
             if isinstance(new, type(v)) and not isinstance(new, bool):
                 rename[v] = new
                 args[k] = new

@@ -150,3 +150,41 @@ def test_the_random_explorer_varies_a_signalled_task(env: WarehouseEnv) -> None:
     assert ctx.focus_actions == clear.reference_actions
     cands = teacher.abstract(env, clear, teacher.explore(env, clear, ctx, seed=0), ctx, set())
     assert cands and all(c.query.startswith("Take all the ") for c in cands), [c.query for c in cands]
+
+
+def test_variation_alone_proposes_a_three_call_task_again_with_fresh_values(env: WarehouseEnv) -> None:
+    """The dev check of evolution.signal_order: weakest: a signalled `move+move_all` task (three
+    calls) gave no admitted task of its own composition, because each round's random fourth call
+    made the request three skills long, which the world cannot phrase. With variation_alone the
+    explorer proposes the variation on its own first: same skills, fresh values (and two bins of
+    the template stay two bins: a variation once turned "from bin C to bin D" into "from C to C")."""
+    import sys
+
+    from coevolve_sdk.env.actions import calls_in
+    from coevolve_sdk.records import Signal, Trajectory
+
+    sys.path.insert(0, str(__import__("tests.conftest", fromlist=["REPO"]).REPO / "examples" / "experiments"))
+    try:
+        from warehouse_analysis import composition
+    finally:
+        sys.path.pop(0)
+    names = lambda actions: [c.name for a in actions for c in calls_in(a)]  # noqa: E731
+    weak = [t for t in env.tasks("train") if composition(t.query) in ("move+move_all", "move_all+move")][:6]
+    assert weak and all(len(names(t.reference_actions)) == 3 for t in weak)
+    options = dict(rounds=2, steps_per_round=4, max_actions=4, max_candidates=2, variation=1.0)  # examples/warehouse-tiny.yaml's
+    kept: dict[bool, int] = {}
+    for alone in (False, True):
+        teacher = RandomExplorer(RandomExplorer.Options(**options, variation_alone=alone))
+        kept[alone] = 0
+        for i, task in enumerate(weak):
+            ctx = teacher.reflect(Signal(kind="boundary", task_id=task.id, trajectory_id="t", step=1), Trajectory(task_id=task.id), task)
+            cands = teacher.abstract(env, task, teacher.explore(env, task, ctx, seed=i), ctx, set())
+            same = [c for c in cands if composition(c.query) == composition(task.query) and names(c.reference_actions) == names(task.reference_actions)]
+            kept[alone] += len(same)
+            if alone:
+                assert any(c.exploration.get("variation_alone") for c in same), [c.query for c in cands]
+                for c in same:  # a real task of the world: it validates by execution on the parent's stock
+                    made = env.make_task(c, task)
+                    assert env.replay(made, made.reference_actions).score == 1.0
+    # without it, only a round whose random fourth call failed gives the composition back
+    assert kept[True] >= len(weak) and kept[True] >= 2 * kept[False], kept
