@@ -153,7 +153,9 @@ class RandomExplorer(Teacher):
             description="Propose each variation on its own first (its calls only, before the random calls that follow it in "
                         "the round), then the whole rounds. A round's random continuation can push a varied task past what one "
                         "request of the world can say (the warehouse phrases at most two skills), so without this a signalled "
-                        "task of three calls is rarely proposed again with fresh values.",
+                        "task of three calls is rarely proposed again with fresh values. Also keeps two different values of the "
+                        "template different in a variation (without it 'from bin C to bin D' can become 'from C to C'). Off: the "
+                        "explorer of the runs published before it.",
         )
 
     def reflect(self, signal: Signal, trajectory: Trajectory, task: Task) -> ExplorationContext:
@@ -184,7 +186,7 @@ class RandomExplorer(Teacher):
             start = 0
             if context.focus_actions and rng.random() < opts.variation:
                 with blame(env, "step", task):
-                    varied = vary_actions(env, task, context.focus_actions, rng, proposals=2 * opts.proposals)
+                    varied = vary_actions(env, task, context.focus_actions, rng, proposals=2 * opts.proposals, distinct=opts.variation_alone)
                 for k, v in enumerate(varied):
                     triplets.append(Triplet(action=v.action, observation=v.observation, round=r, step=k, reward=v.reward, ok=v.ok,
                                             varied=True))

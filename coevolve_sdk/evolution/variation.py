@@ -63,7 +63,8 @@ def _observations(env: AgentEnv, task: Task, actions: list[str], seed: int) -> l
     return out
 
 
-def vary_actions(env: AgentEnv, task: Task, template: list[str], rng: np.random.Generator, *, proposals: int = 8) -> list[VariedStep]:
+def vary_actions(env: AgentEnv, task: Task, template: list[str], rng: np.random.Generator, *, proposals: int = 8,
+                 distinct: bool = False) -> list[VariedStep]:
     """Run one variation of ``template`` on a fresh episode of ``task`` and return its steps.
 
     Template actions that are not a single tool call (final messages) are skipped. For each
@@ -71,9 +72,10 @@ def vary_actions(env: AgentEnv, task: Task, template: list[str], rng: np.random.
     the same tool, the one most consistent with the values already renamed gives the fresh values
     (so the arguments of one call stay jointly valid). An argument equal to a value renamed
     earlier takes the same new value; an integer that equals an earlier observation of the
-    template (a count it read) takes the corresponding new observation; two different values of
-    the template never take the same new value. When no proposal calls the tool, the template's
-    own values are kept. The environment is left after the variation's
+    template (a count it read) takes the corresponding new observation; with ``distinct``, two
+    different values of the template never take the same new value (without it, which the runs
+    published before it used, "from bin C to bin D" can become "from C to C"). When no proposal
+    calls the tool, the template's own values are kept. The environment is left after the variation's
     last step, so the caller may continue exploring from there."""
     calls = [c for c in (single_call(a) for a in template) if c is not None]
     actions = [format_tool_call(c.name, c.arguments) for c in calls]
@@ -90,7 +92,7 @@ def vary_actions(env: AgentEnv, task: Task, template: list[str], rng: np.random.
         same = [d for d in drawn if d is not None and d.name == c.name]
         source: dict[str, Any] = {}
         if same:
-            images = set(rename.values())
+            images = set(rename.values()) if distinct else set()
 
             def fit(d: ToolCall) -> int:
                 """Already-renamed values this proposal agrees with, less the new values it would give
@@ -117,7 +119,7 @@ def vary_actions(env: AgentEnv, task: Task, template: list[str], rng: np.random.
                 args[k] = rename[v]
                 continue
             new = source.get(k, v)
-            if _hashable(new) and new in set(rename.values()):  # taken by another template value: keep this one's own
+            if distinct and _hashable(new) and new in set(rename.values()):  # taken by another template value: keep this one's own
                 new = v if v not in set(rename.values()) else new
             if isinstance(new, type(v)) and not isinstance(new, bool):
                 rename[v] = new

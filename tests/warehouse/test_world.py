@@ -188,3 +188,15 @@ def test_variation_alone_proposes_a_three_call_task_again_with_fresh_values(env:
                     assert env.replay(made, made.reference_actions).score == 1.0
     # without it, only a round whose random fourth call failed gives the composition back
     assert kept[True] >= len(weak) and kept[True] >= 2 * kept[False], kept
+
+
+def test_a_distinct_variation_never_maps_two_bins_to_one(env: WarehouseEnv) -> None:
+    """With distinct=True (teacher.options.variation_alone), "from bin C to bin D" stays two bins."""
+    moves = [t for t in env.tasks("train") if "move" in t.payload["skills"] or "move_all" in t.payload["skills"]][:10]
+    same_bin = {True: 0, False: 0}
+    for distinct in (False, True):
+        for i, task in enumerate(moves):
+            for seed in range(4):
+                steps = vary_actions(env, task, task.reference_actions, np.random.default_rng(100 * i + seed), distinct=distinct)
+                same_bin[distinct] += sum("source and destination are the same" in s.observation for s in steps)
+    assert same_bin[True] == 0 and same_bin[False] > 0, same_bin
