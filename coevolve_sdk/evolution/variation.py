@@ -119,8 +119,10 @@ def vary_actions(env: AgentEnv, task: Task, template: list[str], rng: np.random.
                 args[k] = rename[v]
                 continue
             new = source.get(k, v)
-            if distinct and _hashable(new) and new in set(rename.values()):  # taken by another template value: keep this one's own
-                new = v if v not in set(rename.values()) else new
+            if distinct and _hashable(new):
+                taken = set(rename.values())
+                if new in taken and v not in taken:  # taken by another template value: keep this one's own
+                    new = v
             if isinstance(new, type(v)) and not isinstance(new, bool):
                 rename[v] = new
                 args[k] = new

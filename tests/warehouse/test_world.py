@@ -163,7 +163,9 @@ def test_variation_alone_proposes_a_three_call_task_again_with_fresh_values(env:
     from coevolve_sdk.env.actions import calls_in
     from coevolve_sdk.records import Signal, Trajectory
 
-    sys.path.insert(0, str(__import__("tests.conftest", fromlist=["REPO"]).REPO / "examples" / "experiments"))
+    from tests.conftest import REPO
+
+    sys.path.insert(0, str(REPO / "examples" / "experiments"))
     try:
         from warehouse_analysis import composition
     finally:
