@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import sqlite3
 import statistics
 import sys
@@ -49,18 +48,9 @@ from coevolve_warehouse import world
 
 from coevolve_sdk import EVAL_REQUEST_REASON, calls_in
 
-_PATTERNS = {
-    name: re.compile("^" + re.sub(r"\\{(\w+)\\}", r"(?P<\1>\\w+)", re.escape(phrase)) + "$", re.IGNORECASE)
-    for name, phrase in world.PHRASES.items()
-}
-
-
 def skills_of(query: str) -> list[str]:
     """The skills a request names, read back from its phrases (unknown phrases: '?')."""
-    out = []
-    for part in query.rstrip(".").split(", then "):
-        out.append(next((n for n, p in _PATTERNS.items() if p.match(part.strip())), "?"))
-    return out
+    return world.skills_of(query)
 
 
 def has_state_skill(query: str) -> bool:

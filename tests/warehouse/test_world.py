@@ -202,3 +202,21 @@ def test_a_distinct_variation_never_maps_two_bins_to_one(env: WarehouseEnv) -> N
                 steps = vary_actions(env, task, task.reference_actions, np.random.default_rng(100 * i + seed), distinct=distinct)
                 same_bin[distinct] += sum("source and destination are the same" in s.observation for s in steps)
     assert same_bin[True] == 0 and same_bin[False] > 0, same_bin
+
+
+def test_a_request_is_read_back_into_the_skills_it_was_drawn_from(env: WarehouseEnv) -> None:
+    for split in ("train", "dev", "test"):
+        for t in env.tasks(split):
+            assert world.skills_of(t.query) == t.payload["skills"], t.query
+    assert world.skills_of("Juggle the bins.") == ["?"]
+
+
+def test_an_explored_task_records_its_own_skills_not_its_parents(env: WarehouseEnv) -> None:
+    # ToolEnv.make_task keeps the parent's payload; a put request explored from a take task
+    # was labelled ["take"] before
+    parent = next(t for t in env.tasks("train") if t.payload["skills"] == ["take"])
+    call = world.Call("add", {"n": 2, "item": world.ITEMS[0], "bin": world.BINS[0]})
+    query = world.join_phrases([world.PHRASES["put"].format(**call.args)])
+    made = env.make_task(CandidateTask(query=query, reference_actions=[format_tool_call(call.name, call.args)]), parent)
+    assert made.payload["skills"] == ["put"]
+    assert made.payload["initial"] == parent.payload["initial"]

@@ -13,6 +13,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field
 
 from coevolve_sdk import (
+    CandidateTask,
     Check,
     EnvOptions,
     Rubric,
@@ -177,6 +178,12 @@ class WarehouseEnv(ToolEnv):
         if kind == "remove":
             return _action(Call("remove", {"n": n, "item": i, "bin": b}))
         return _action(Call("move", {"n": n, "item": i, "src": b, "dst": pick([x for x in BINS if x != b])}))
+
+    def make_task(self, candidate: CandidateTask, base: Task | None) -> Task:
+        """As ``ToolEnv.make_task``, which keeps the parent's payload, with ``payload["skills"]``
+        read from the candidate's own request: an explored task seldom has its parent's skills."""
+        task = super().make_task(candidate, base)
+        return task.model_copy(update={"payload": {**task.payload, "skills": world.skills_of(task.query)}})
 
     def describe(self, task: Task | None, steps: list[Step]) -> str:
         """Phrase executed calls in the request language, recognising the state skills

@@ -143,6 +143,21 @@ PHRASES: dict[str, str] = {
 }
 
 
+# each phrase as a pattern, its fields as words: how a request is read back into its skills
+_PHRASE_PATTERNS = {
+    name: re.compile("^" + re.sub(r"\\{(\w+)\\}", r"(?P<\1>\\w+)", re.escape(phrase)) + "$", re.IGNORECASE)
+    for name, phrase in PHRASES.items()
+}
+
+
+def skills_of(query: str) -> list[str]:
+    """The skills a request names, in order, read back from its phrases ("?" for a part that is
+    no phrase of the language). A task made by exploration has no drawn skills to record, so this
+    is how its composition is known (a task's ``payload["skills"]``, and the experiment analysis)."""
+    return [next((n for n, p in _PHRASE_PATTERNS.items() if p.match(part.strip())), "?")
+            for part in query.rstrip(".").split(", then ")]
+
+
 def join_phrases(phrases: list[str]) -> str:
     text = ", then ".join(phrases)
     return text[:1].upper() + text[1:] + "."
