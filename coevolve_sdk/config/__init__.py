@@ -63,6 +63,12 @@ class TrainingConfig(_Strict):
     checkpoint_every: int = Field(10, ge=1, description="Write a checkpoint every this many steps (and at the end).")
     keep_checkpoints: int = Field(2, ge=1, description="Checkpoints kept on disk; older ones are deleted.")
     warm_start: bool = Field(True, description="Run the algorithm's supervised warm start on the seed pool first.")
+    warm_start_tasks: int | None = Field(
+        None, ge=1, description="Warm-start on the reference actions of the environment's first N train tasks instead of the "
+        "seed pool's (null: the seed pool). Lets a model built from scratch learn the request language from more "
+        "demonstrations than the pool RL trains on, as the paper's instruct model knows its format before RL on a small "
+        "D_0. Demonstrations are train tasks only; the pool is still pool.seed_tasks.",
+    )
 
 
 class EvolutionConfig(_Strict):
