@@ -1,4 +1,5 @@
-"""The seed pool D_0, and the check of seed tasks taken from the environment.
+"""The seed pool D_0, the check of seed tasks taken from the environment, and the tasks the
+warm start clones (the seed pool's, or more of the train split's: ``warm_start_tasks``).
 
 ``build_seed_pool`` fills the empty pool: from the environment's train split
 (``pool.seed_source: env``) or by the teacher's unguided exploration, validated like every
@@ -35,7 +36,7 @@ if TYPE_CHECKING:
     from coevolve_sdk.evolution.rounds import Evolver
     from coevolve_sdk.evolution.pool import TaskPool
 
-__all__ = ["build_seed_pool", "check_seed_tasks"]
+__all__ = ["build_seed_pool", "check_seed_tasks", "warm_start_tasks"]
 
 
 def build_seed_pool(cfg: "RunConfig", make_env: Callable[[], AgentEnv], pool: "TaskPool", evolver: "Evolver", store: RunStore, *,
@@ -65,6 +66,26 @@ def build_seed_pool(cfg: "RunConfig", make_env: Callable[[], AgentEnv], pool: "T
     store.add_metrics(0, {"time/seed_pool": time.perf_counter() - t0, "pool/size": len(pool)})
     killpoints.reached("seed_pool")
     return admitted
+
+
+def warm_start_tasks(cfg: "RunConfig", make_env: Callable[[], AgentEnv], pool: "TaskPool", *, log: Callable[[str], None]) -> list[Task]:
+    """What the warm start clones: the seed pool's tasks, or the environment's first
+    ``training.warm_start_tasks`` train tasks (demonstrations beyond the pool RL trains on)."""
+    n = cfg.training.warm_start_tasks
+    if n is None:
+        log("warm start on the seed pool's reference actions ...")
+        return list(pool.tasks)
+    env = make_env()
+    try:
+        tasks = [t for t in checked_tasks(env, "train")[:n] if t.reference_actions]
+    finally:
+        env.close()
+    if not tasks:
+        raise ConfigError(f"training.warm_start_tasks: {n}, but the environment's train split has no task with reference "
+                          "actions to clone. Leave it unset to warm-start on the seed pool.")
+    short = f" (the train split has only {len(tasks)} with reference actions)" if len(tasks) < n else ""
+    log(f"warm start on the reference actions of the first {len(tasks)} train tasks{short} ...")
+    return tasks
 
 
 def _report_duplicates(offered: list[Task], admitted: list[Task], store: RunStore, *, log: Callable[[str], None]) -> None:

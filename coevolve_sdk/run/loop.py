@@ -30,15 +30,14 @@ from coevolve_sdk.components.context import RunContext
 from coevolve_sdk.components.registry import Registry, get_registry
 from coevolve_sdk.config import RunConfig, validate_components
 from coevolve_sdk.config.plugins import load_run_plugins
-from coevolve_sdk.env.contract import checked_tasks
-from coevolve_sdk.errors import ConfigError, ResumeError
+from coevolve_sdk.errors import ResumeError
 from coevolve_sdk.evolution.judge import judge_step
 from coevolve_sdk.evolution.pool import TaskPool
 from coevolve_sdk.evolution.scheduler import EvolutionScheduler
-from coevolve_sdk.evolution.seed_pool import build_seed_pool
+from coevolve_sdk.evolution.seed_pool import build_seed_pool, warm_start_tasks
 from coevolve_sdk.evolution.signals import CompetenceHistory
 from coevolve_sdk.ids import id_stream
-from coevolve_sdk.records import RolloutGroup, Signal, Task
+from coevolve_sdk.records import RolloutGroup, Signal
 from coevolve_sdk.run.evaluation import Evaluator
 from coevolve_sdk.run.interrupts import raise_if_interrupted
 from coevolve_sdk.run.metrics import evolution_metrics, namespaced, step_metrics
@@ -209,7 +208,7 @@ class CoEvolveLoop:
                 self._evaluate("initial")
             self.progress.ensure_bar()
             t0 = time.perf_counter()
-            demos = self._warm_start_tasks()
+            demos = warm_start_tasks(self.config, self.make_env, self.pool, log=self.progress.log)
             with blame(self.algorithm, "warm_start"):
                 metrics = self.algorithm.warm_start(demos)
             killpoints.reached("warm_start")
@@ -217,25 +216,6 @@ class CoEvolveLoop:
                 self.store.add_metrics(0, {f"warm_start/{k}": v for k, v in metrics.items()} | {"time/warm_start": time.perf_counter() - t0})
         if cfg.eval.before:
             self._evaluate("before")
-
-    def _warm_start_tasks(self) -> list[Task]:
-        """What the warm start clones: the seed pool's tasks, or the environment's first
-        ``training.warm_start_tasks`` train tasks."""
-        n = self.config.training.warm_start_tasks
-        if n is None:
-            self.progress.log("warm start on the seed pool's reference actions ...")
-            return list(self.pool.tasks)
-        env = self.make_env()
-        try:
-            tasks = [t for t in checked_tasks(env, "train")[:n] if t.reference_actions]
-        finally:
-            env.close()
-        if not tasks:
-            raise ConfigError(f"training.warm_start_tasks: {n}, but the environment's train split has no task with reference "
-                              "actions to clone. Leave it unset to warm-start on the seed pool.")
-        short = f" (the train split has only {len(tasks)} with reference actions)" if len(tasks) < n else ""
-        self.progress.log(f"warm start on the reference actions of the first {len(tasks)} train tasks{short} ...")
-        return tasks
 
     def _train_step(self, step: int) -> None:
         cfg, seed, rank = self.config, self.config.seed, self.procs.rank
