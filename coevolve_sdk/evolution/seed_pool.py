@@ -68,9 +68,12 @@ def build_seed_pool(cfg: "RunConfig", make_env: Callable[[], AgentEnv], pool: "T
     return admitted
 
 
-def warm_start_tasks(cfg: "RunConfig", make_env: Callable[[], AgentEnv], pool: "TaskPool", *, log: Callable[[str], None]) -> list[Task]:
+def warm_start_tasks(cfg: "RunConfig", make_env: Callable[[], AgentEnv], pool: "TaskPool", store: RunStore, *,
+                     log: Callable[[str], None], progress: Callable[[str, int, int], None]) -> list[Task]:
     """What the warm start clones: the seed pool's tasks, or the environment's first
-    ``training.warm_start_tasks`` train tasks (demonstrations beyond the pool RL trains on)."""
+    ``training.warm_start_tasks`` train tasks (demonstrations beyond the pool RL trains on).
+    Those beyond the pool get the seed tasks' replay check: a demonstration whose actions do not
+    solve its task would teach the wrong thing as silently as a bad seed task."""
     n = cfg.training.warm_start_tasks
     if n is None:
         log("warm start on the seed pool's reference actions ...")
@@ -78,6 +81,10 @@ def warm_start_tasks(cfg: "RunConfig", make_env: Callable[[], AgentEnv], pool: "
     env = make_env()
     try:
         tasks = [t for t in checked_tasks(env, "train")[:n] if t.reference_actions]
+        in_pool = {t.fingerprint() for t in pool.tasks}
+        passed = {t.fingerprint() for t in _check(env, [t for t in tasks if t.fingerprint() not in in_pool], store, log=log,
+                                                  progress=progress, demos=True)}
+        tasks = [t for t in tasks if t.fingerprint() in in_pool or t.fingerprint() in passed]
     finally:
         env.close()
     if not tasks:
@@ -113,7 +120,10 @@ def check_seed_tasks(make_env: Callable[[], AgentEnv], tasks: list[Task], store:
 
 
 def _check(env: AgentEnv, tasks: list[Task], store: RunStore, *, log: Callable[[str], None],
-           progress: Callable[[str, int, int], None]) -> list[Task]:
+           progress: Callable[[str, int, int], None], demos: bool = False) -> list[Task]:
+    """The tasks that pass (``demos``: the warm start's demonstrations beyond the seed pool, said so
+    in the messages; an empty result is then left to the caller)."""
+    what, where = ("warm-start demonstrations", "the warm start") if demos else ("seed tasks", "the pool")
     name = getattr(env, "name", type(env).__name__)
     good: list[Task] = []
     bad: list[str] = []
@@ -141,14 +151,14 @@ def _check(env: AgentEnv, tasks: list[Task], store: RunStore, *, log: Callable[[
         else:
             why = f"; first error: {result.errors[0][:120]}" if result.errors else ""
             bad.append(f"{t.id}: its reference actions replay to score {result.score:.2f}, below the success threshold{why}")
-        progress("checking seed tasks", i + 1, len(tasks))
+        progress(f"checking {what}", i + 1, len(tasks))
     if bad:
-        text = (f"{len(bad)} of {len(tasks)} seed tasks of environment '{name}' left out of the pool, because their reference "
+        text = (f"{len(bad)} of {len(tasks)} {what} of environment '{name}' left out of {where}, because their reference "
                 f"actions do not solve them (the warm start would imitate them): " + "; ".join(bad[:5])
                 + (f"; and {len(bad) - 5} more" if len(bad) > 5 else "") + ". Fix the tasks or the environment's grader.")
         log("WARNING: " + text)
-        store.add_note(0, "seed_tasks_dropped", text)
-    if tasks and not good:
+        store.add_note(0, "warm_start_tasks_dropped" if demos else "seed_tasks_dropped", text)
+    if tasks and not good and not demos:
         raise ConfigError(f"environment '{name}': none of its {len(tasks)} train tasks passes its own replay check, so there is "
                           f"no seed pool to train on: {bad[0]}")
     return good

@@ -208,7 +208,7 @@ class CoEvolveLoop:
                 self._evaluate("initial")
             self.progress.ensure_bar()
             t0 = time.perf_counter()
-            demos = warm_start_tasks(self.config, self.make_env, self.pool, log=self.progress.log)
+            demos = warm_start_tasks(self.config, self.make_env, self.pool, self.store, log=self.progress.log, progress=self._work)
             with blame(self.algorithm, "warm_start"):
                 metrics = self.algorithm.warm_start(demos)
             killpoints.reached("warm_start")
