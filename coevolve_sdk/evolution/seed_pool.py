@@ -80,17 +80,18 @@ def warm_start_tasks(cfg: "RunConfig", make_env: Callable[[], AgentEnv], pool: "
         return list(pool.tasks)
     env = make_env()
     try:
-        tasks = [t for t in checked_tasks(env, "train")[:n] if t.reference_actions]
+        offered = [t for t in checked_tasks(env, "train")[:n] if t.reference_actions]
         in_pool = {t.fingerprint() for t in pool.tasks}
-        passed = {t.fingerprint() for t in _check(env, [t for t in tasks if t.fingerprint() not in in_pool], store, log=log,
-                                                  progress=progress, demos=True)}
-        tasks = [t for t in tasks if t.fingerprint() in in_pool or t.fingerprint() in passed]
+        # _check returns the very task objects that passed; the train split's order is kept
+        passed = {id(t) for t in _check(env, [t for t in offered if t.fingerprint() not in in_pool], store, log=log,
+                                        progress=progress, demos=True)}
+        tasks = [t for t in offered if id(t) in passed or t.fingerprint() in in_pool]
     finally:
         env.close()
     if not tasks:
-        raise ConfigError(f"training.warm_start_tasks: {n}, but the environment's train split has no task with reference "
-                          "actions to clone. Leave it unset to warm-start on the seed pool.")
-    short = f" (the train split has only {len(tasks)} with reference actions)" if len(tasks) < n else ""
+        raise ConfigError(f"training.warm_start_tasks: {n}, but none of the environment's first {n} train tasks has reference "
+                          "actions that solve it, so there is nothing to clone. Leave it unset to warm-start on the seed pool.")
+    short = f" ({len(tasks)} of the first {n} have reference actions that solve them)" if len(tasks) < n else ""
     log(f"warm start on the reference actions of the first {len(tasks)} train tasks{short} ...")
     return tasks
 

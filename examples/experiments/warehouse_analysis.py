@@ -48,9 +48,7 @@ from coevolve_warehouse import world
 
 from coevolve_sdk import EVAL_REQUEST_REASON, calls_in
 
-def skills_of(query: str) -> list[str]:
-    """The skills a request names, read back from its phrases (unknown phrases: '?')."""
-    return world.skills_of(query)
+skills_of = world.skills_of  # the skills a request names, read back from its phrases ("?": no phrase)
 
 
 def has_state_skill(query: str) -> bool:
