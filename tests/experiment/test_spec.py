@@ -160,6 +160,22 @@ def test_teacher_budget_check(tmp_path: Path) -> None:
     doc["arms"][1]["overrides"] = {"evolution.max_admitted_per_round": 8}
     exp = load_experiment(write(tmp_path, doc), tmp_path / "out")
     assert exp.checks["teacher_budget"]["equal"] is False
+    assert "coevolve vs random-exploration (in max_admitted_per_round)" in exp.checks["teacher_budget"]["note"]
+
+
+def test_teacher_budget_check_names_the_pair_that_differs(tmp_path: Path) -> None:
+    # a guided variant with other teacher options added beside coevolve leaves coevolve's pairing
+    # with random exploration fair: the note says which pair differs, in which setting
+    doc = {"arms": arms("random-exploration", "coevolve", "coevolve")}
+    doc["arms"][2]["name"] = "coevolve-varied"
+    doc["arms"][2]["overrides"] = {"teacher.options.variation": 0.5}
+    exp = load_experiment(write(tmp_path, doc), tmp_path / "out")
+    check = exp.checks["teacher_budget"]
+    assert check["equal"] is False
+    assert check["pairs"]["coevolve vs random-exploration"]["equal"] is True
+    assert check["pairs"]["coevolve-varied vs random-exploration"]["differs"] == ["teacher.options.variation"]
+    assert "coevolve-varied vs random-exploration (in teacher.options.variation)" in check["note"]
+    assert check["note"].endswith("the same for coevolve vs random-exploration")
 
 
 def test_set_dotted_creates_mappings_like_set() -> None:
