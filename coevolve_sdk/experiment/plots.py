@@ -62,6 +62,21 @@ def make_plots(out: Path, summary: dict[str, Any], plan: dict[str, Any]) -> dict
     if drawn:
         save(fig, "curves.svg", "Held-out metric over training")
 
+    # 2b. every seed's own curve, one panel per training arm on one scale: whether a difference of
+    # the means is every seed's or one seed's
+    curved = [n for n in names if len(summary[n]["curve"]["steps"]) > 1 and summary[n]["curve"].get("seeds")]
+    if curved:
+        values = [v for n in curved for c in summary[n]["curve"]["seeds"].values() for v in c["values"] if v is not None]
+        lo, hi = min([0.0, *values]), max([0.1, *values])
+        fig = Figure(max(630, 230 * len(curved)), 340)
+        for i, n in enumerate(curved):
+            c = summary[n]["curve"]
+            ax = fig.axes(n, "training step", f"{key} ({plan['split']})" if i == 0 else "", ylim=(lo, hi + 0.05 * (hi - lo)))
+            for seed_curve in c["seeds"].values():
+                ax.line(seed_curve["steps"], seed_curve["values"], color=colors[n], width=1.0)
+            ax.line(c["steps"], c["mean"], color="#000000", width=2.0, label="mean" if i == 0 else None)
+        save(fig, "curves-per-seed.svg", "Held-out metric over training, each seed")
+
     # 3. pool composition over training: tasks per origin, mean over seeds
     trains = {a["name"] for a in plan["arms"] if a["trains"]}  # an arm that does not train has no pool over time
     pools = {n: summary[n]["evolution"].get("pool") for n in names if summary[n]["evolution"] and n in trains}

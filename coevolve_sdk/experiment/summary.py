@@ -47,10 +47,13 @@ def _metric(data: RunData, phase: str, split: str, key: str) -> float | None:
     return value if math.isfinite(value) else None
 
 
-def _curve(runs: dict[str, RunData], split: str, key: str) -> dict[str, list[Any]]:
-    """The metric on the held-out split at every evaluated step, mean and spread over seeds."""
+def _curve(runs: dict[Any, RunData], split: str, key: str) -> dict[str, Any]:
+    """The metric on the held-out split at every evaluated step, mean and spread over seeds, and
+    each seed's own curve (``seeds``: seed -> steps and values): a mean can hide one seed that
+    carries a difference, which the per-seed lines show."""
     by_step: dict[int, list[float]] = defaultdict(list)
-    for data in runs.values():
+    per_seed: dict[str, dict[str, list[Any]]] = {}
+    for seed, data in runs.items():
         points: dict[int, float] = {}
         for e in data.evals:  # in the order written: a later row for a step replaces an earlier one
             # with eval.subset, earlier evaluations score the first N tasks and the final one all of
@@ -60,9 +63,11 @@ def _curve(runs: dict[str, RunData], split: str, key: str) -> dict[str, list[Any
                 points[int(e["step"])] = float(e[k])
         for s, v in points.items():
             by_step[s].append(v)
+        per_seed[str(seed)] = {"steps": sorted(points), "values": [points[s] for s in sorted(points)]}
     steps = sorted(by_step)
     stats = [describe(by_step[s]) for s in steps]
-    return {"steps": steps, "mean": [d["mean"] for d in stats], "std": [d["std"] for d in stats], "n": [d["n"] for d in stats]}
+    return {"steps": steps, "mean": [d["mean"] for d in stats], "std": [d["std"] for d in stats], "n": [d["n"] for d in stats],
+            "seeds": per_seed}
 
 
 def _mean(values: list[float]) -> float:

@@ -132,6 +132,10 @@ def test_curves_signals_and_pool(summarized: tuple[Path, dict, dict]) -> None:
     assert c["steps"] == [0, 4, 8] and c["n"] == [3, 3, 3]
     assert c["mean"] == pytest.approx([0.0, 0.25, 0.5])
     assert s["zero-shot"]["curve"]["steps"] == [0]
+    # issue 19 (3): every seed's own curve beside the mean (before, during = half the final value, after)
+    assert c["seeds"] == {str(seed): {"steps": [0, 4, 8], "values": pytest.approx([0.0, v / 2, v])}
+                          for seed, v in enumerate(AFTER["static"])}
+    assert set(s["coevolve"]["curve"]["seeds"]) == {"0", "1"}  # the running seed has no curve yet
     ev = s["coevolve"]["evolution"]  # over the two finished seeds
     assert ev["rounds"]["1"]["signals"] == pytest.approx({"boundary": 2.0, "rare": 0.5})
     assert ev["rounds"]["1"]["admitted"] == 3.0 and ev["rounds"]["1"]["proposed"] == 5.0 and ev["rounds"]["1"]["seeds"] == 2
@@ -155,10 +159,15 @@ def test_files_a_person_reads(summarized: tuple[Path, dict, dict]) -> None:
     assert "| coevolve | coevolve | 2 | 0.562 |" in md and "0.188 (n=2)" in md
     assert "coevolve/seed-2 (running)" in md and "`evolution.enabled`: true → false" in md
     page = (experiment / "experiment.html").read_text()
-    for svg in ("final.svg", "curves.svg", "pool.svg", "evolution.svg"):
+    for svg in ("final.svg", "curves.svg", "curves-per-seed.svg", "pool.svg", "evolution.svg"):
         assert f'src="plots/{svg}"' in page
         chart = ElementTree.parse(experiment / "plots" / svg).getroot()  # well-formed, and drawn
         assert chart.tag.endswith("svg") and len(chart.findall(".//{http://www.w3.org/2000/svg}text")) > 5, svg
+    # one panel per training arm, one line per finished seed and the mean (zero-shot does not train)
+    per_seed = ElementTree.parse(experiment / "plots" / "curves-per-seed.svg").getroot()
+    titles = [t.text for t in per_seed.iter("{http://www.w3.org/2000/svg}text")]
+    assert "static" in titles and "coevolve" in titles and "zero-shot" not in titles
+    assert len(list(per_seed.iter("{http://www.w3.org/2000/svg}polyline"))) == 3 + 1 + 2 + 1, titles
 
 
 def test_tasks_admitted_and_trained_on_per_arm_and_seed_from_the_stores(summarized: tuple[Path, dict, dict]) -> None:
