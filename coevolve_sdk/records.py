@@ -191,6 +191,11 @@ class ExplorationContext(_Record):
     #: actions whose structure exploration should vary (the signalled task's reference actions,
     #: or a rare trajectory's own actions); used by the random explorer's variation rounds
     focus_actions: list[str] = Field(default_factory=list)
+    #: the other start tasks of the same evolution round (signalled tasks in a guided round,
+    #: random pool tasks in an unguided one), which a teacher may join to this one to propose a
+    #: composition the pool lacks. Filled only for a teacher that asks (``Teacher.wants_partners``)
+    #: and never stored with the context (the tasks are in the pool already).
+    partners: list[Task] = Field(default_factory=list, exclude=True)
 
 
 class Triplet(_Record):
@@ -205,6 +210,9 @@ class Triplet(_Record):
     #: part of a variation of the signalled behaviour (coevolve_sdk.evolution.variation), not of
     #: the free exploration that may follow it in the same round
     varied: bool = False
+    #: for a step of a composed variation (RandomExplorer's ``compose``): the id of the partner
+    #: task whose behaviour was joined to the signalled one in this round
+    composed_with: str = ""
 
 
 class CandidateTask(_Record):

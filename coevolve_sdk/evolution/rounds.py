@@ -193,6 +193,16 @@ class Evolver:
         seen = set(existing)
         stop = threading.Event()
 
+        def partners_of(i: int, own: str) -> list[Task]:
+            """The round's other start tasks, in signal order, each once: what a composing
+            teacher may join to start ``i`` (the same list whatever thread explores it)."""
+            out: dict[str, Task] = {}
+            for j, s in enumerate(chosen):
+                t = tasks.get(s.task_id)
+                if j != i and t is not None and t.id != own:
+                    out.setdefault(t.id, t)
+            return list(out.values())
+
         def handle(i: int, sig: Signal) -> _SignalWork | None:
             # the ids of this signal's candidates and tasks come from a stream of its own,
             # whichever thread runs it, so a replayed round gives out the same ids (ids.py)
@@ -219,6 +229,8 @@ class Evolver:
                             ctx = ExplorationContext(signal_kind=sig.kind, summary="Unguided exploration of the environment.")
                         else:
                             ctx = self.teacher.reflect(sig, traj, task)
+                        if self.teacher.wants_partners:
+                            ctx.partners = partners_of(i, task.id)
                         triplets = self.teacher.explore(env, task, ctx, seed=seed)
                         cands = self.teacher.abstract(env, task, triplets, ctx, set(existing))
                     except BudgetExhausted:

@@ -23,7 +23,7 @@ from pydantic import Field
 from coevolve_sdk.env.actions import calls_in
 from coevolve_sdk.components.base import Component, ComponentOptions
 from coevolve_sdk.env.base import AgentEnv
-from coevolve_sdk.evolution.variation import vary_actions
+from coevolve_sdk.evolution.variation import vary_actions, vary_composed
 from coevolve_sdk.records import (
     CandidateTask, ExplorationContext, Signal, Step, Task, TeacherStages, TeacherUsage, Trajectory, Triplet,
 )
@@ -91,6 +91,13 @@ class Teacher(Component, ABC):
         """Turn goal-directed stretches of exploration into candidate tasks not in ``existing``
         (a set of ``Task.fingerprint()`` values)."""
 
+    @property
+    def wants_partners(self) -> bool:
+        """Whether ``explore`` uses ``ExplorationContext.partners`` (the round's other start
+        tasks). The round fills them only for a teacher that says so, so a teacher that does not
+        compose costs nothing and its exploration records stay as they were."""
+        return False
+
     def judge(self, task: Task, trajectory: Trajectory) -> bool | None:
         """Optional second opinion on whether ``trajectory`` solved ``task``; None abstains."""
         return None
@@ -148,6 +155,16 @@ class RandomExplorer(Teacher):
                         "exploring on at random. A signal varies its task's reference actions, or the signalled trajectory's own "
                         "actions when its detector says so (Signal.vary; the rare detector does).",
         )
+        compose: float = Field(
+            0.0, ge=0.0, le=1.0,
+            description="Share of exploration rounds that join two behaviours in one episode: a variation of the signalled "
+                        "behaviour (without a signal, of the start task's own actions) followed by a variation of another "
+                        "start task of the same round (ExplorationContext.partners: the other signalled tasks in a guided "
+                        "round, the other random starts in an unguided one). A variation keeps the skills of what it varies "
+                        "and a random walk seldom strings two given skills together, so a composition the pool holds only "
+                        "apart is otherwise never proposed. Drawn before `variation`; 0 (the default) leaves the explorer, "
+                        "and its random draws, as they were.",
+        )
         variation_alone: bool = Field(
             False,
             description="Propose each variation on its own first (its calls only, before the random calls that follow it in "
@@ -157,6 +174,10 @@ class RandomExplorer(Teacher):
                         "template different in a variation (without it 'from bin C to bin D' can become 'from C to C'). Off: the "
                         "explorer of the runs published before it.",
         )
+
+    @property
+    def wants_partners(self) -> bool:
+        return self.options.compose > 0  # type: ignore[attr-defined]
 
     def reflect(self, signal: Signal, trajectory: Trajectory, task: Task) -> ExplorationContext:
         tools: list[str] = []
@@ -184,7 +205,18 @@ class RandomExplorer(Teacher):
         triplets: list[Triplet] = []
         for r in range(opts.rounds):
             start = 0
-            if context.focus_actions and rng.random() < opts.variation:
+            partners = [p for p in context.partners if p.id != task.id and p.reference_actions]
+            if opts.compose > 0 and partners and rng.random() < opts.compose:
+                partner = partners[int(rng.integers(0, len(partners)))]
+                with blame(env, "step", task):
+                    varied = vary_composed(env, task, context.focus_actions or list(task.reference_actions), partner,
+                                           list(partner.reference_actions), rng, proposals=2 * opts.proposals,
+                                           distinct=opts.variation_alone)
+                for k, v in enumerate(varied):
+                    triplets.append(Triplet(action=v.action, observation=v.observation, round=r, step=k, reward=v.reward, ok=v.ok,
+                                            varied=True, composed_with=partner.id))
+                start = len(varied)
+            elif context.focus_actions and rng.random() < opts.variation:
                 with blame(env, "step", task):
                     varied = vary_actions(env, task, context.focus_actions, rng, proposals=2 * opts.proposals, distinct=opts.variation_alone)
                 for k, v in enumerate(varied):
@@ -235,14 +267,17 @@ class RandomExplorer(Teacher):
             if not query.strip():  # the environment says these calls are no request of its world
                 continue
             cand = CandidateTask(
-                description=f"{context.signal_kind} exploration round {r}{' (its variation alone)' if alone else ''} from task {task.id}",
+                description=f"{context.signal_kind} exploration round {r}{' (its variation alone)' if alone else ''} from task {task.id}"
+                            + (f" joined with task {good[0].composed_with}" if good[0].composed_with else ""),
                 query=query,
                 reference_actions=[t.action for t in good],
                 completion_criterion="the environment's state and answers match those of the reference actions",
                 parent_task_id=task.id,
                 teacher=self.name,
                 prompt_version=self.prompt_version,
-                exploration={"round": r, "steps": len(good), "focus_tools": context.focus_tools} | ({"variation_alone": True} if alone else {}),
+                exploration={"round": r, "steps": len(good), "focus_tools": context.focus_tools}
+                | ({"variation_alone": True} if alone else {})
+                | ({"composed_with": good[0].composed_with} if good[0].composed_with else {}),
             )
             if cand.fingerprint() in seen:
                 continue

@@ -23,7 +23,7 @@ from coevolve_sdk.env.actions import ToolCall, calls_in, format_tool_call
 from coevolve_sdk.env.base import AgentEnv
 from coevolve_sdk.records import Task
 
-__all__ = ["VariedStep", "vary_actions", "single_call"]
+__all__ = ["VariedStep", "vary_actions", "vary_composed", "single_call"]
 
 
 @dataclass
@@ -63,6 +63,11 @@ def _observations(env: AgentEnv, task: Task, actions: list[str], seed: int) -> l
     return out
 
 
+def _template_calls(template: list[str]) -> tuple[list[ToolCall], list[str]]:
+    calls = [c for c in (single_call(a) for a in template) if c is not None]
+    return calls, [format_tool_call(c.name, c.arguments) for c in calls]
+
+
 def vary_actions(env: AgentEnv, task: Task, template: list[str], rng: np.random.Generator, *, proposals: int = 8,
                  distinct: bool = False) -> list[VariedStep]:
     """Run one variation of ``template`` on a fresh episode of ``task`` and return its steps.
@@ -77,11 +82,42 @@ def vary_actions(env: AgentEnv, task: Task, template: list[str], rng: np.random.
     published before it used, "from bin C to bin D" can become "from C to C"). When no proposal
     calls the tool, the template's own values are kept. The environment is left after the variation's
     last step, so the caller may continue exploring from there."""
-    calls = [c for c in (single_call(a) for a in template) if c is not None]
-    actions = [format_tool_call(c.name, c.arguments) for c in calls]
+    calls, actions = _template_calls(template)
     seed = int(rng.integers(0, 2**31 - 1))
     before = _observations(env, task, actions, seed) if actions else []
     env.reset(seed=seed, options={"task": task})
+    return _vary_live(env, calls, before, rng, proposals=proposals, distinct=distinct)
+
+
+def vary_composed(env: AgentEnv, task: Task, template: list[str], partner: Task, partner_template: list[str],
+                  rng: np.random.Generator, *, proposals: int = 8, distinct: bool = False) -> list[VariedStep]:
+    """A variation of ``template`` on a fresh episode of ``task``, followed in the same episode by
+    a variation of ``partner_template`` (the actions of another task, ``partner``).
+
+    Why: a variation keeps the skills of the task it varies, and a random walk seldom strings
+    two particular skills together, so behaviour that the pool holds only apart (one task moves
+    a few parts, another moves all of them) never meets in one request. Joining the two
+    structures on one live state proposes that composition. Each part is varied as
+    ``vary_actions`` varies it (the partner's copied counts are found on its own task's episode
+    and copied again from this one's observations); the two parts rename their values
+    independently. The environment is left after the last step."""
+    calls, actions = _template_calls(template)
+    pcalls, pactions = _template_calls(partner_template)
+    seed = int(rng.integers(0, 2**31 - 1))
+    pseed = int(rng.integers(0, 2**31 - 1))
+    before = _observations(env, task, actions, seed) if actions else []
+    pbefore = _observations(env, partner, pactions, pseed) if pactions else []
+    env.reset(seed=seed, options={"task": task})
+    steps = _vary_live(env, calls, before, rng, proposals=proposals, distinct=distinct)
+    if len(steps) < len(calls) or not all(s.ok for s in steps):
+        return steps  # the first part did not go through: nothing to join to it
+    return steps + _vary_live(env, pcalls, pbefore, rng, proposals=proposals, distinct=distinct)
+
+
+def _vary_live(env: AgentEnv, calls: list[ToolCall], before: list[str], rng: np.random.Generator, *, proposals: int,
+               distinct: bool) -> list[VariedStep]:
+    """Vary ``calls`` (whose observations on their own task were ``before``) on the environment's
+    live episode, from wherever it stands."""
     rename: dict[Any, Any] = {}
     after: list[str] = []
     steps: list[VariedStep] = []
