@@ -205,8 +205,8 @@ class RandomExplorer(Teacher):
         triplets: list[Triplet] = []
         for r in range(opts.rounds):
             start = 0
-            partners = [p for p in context.partners if p.id != task.id and p.reference_actions]
-            if opts.compose > 0 and partners and rng.random() < opts.compose:
+            partners = [p for p in context.partners if p.id != task.id and p.reference_actions] if opts.compose > 0 else []
+            if partners and rng.random() < opts.compose:
                 partner = partners[int(rng.integers(0, len(partners)))]
                 with blame(env, "step", task):
                     varied = vary_composed(env, task, context.focus_actions or list(task.reference_actions), partner,

@@ -12,6 +12,7 @@ from coevolve_sdk.evolution.pool import TaskPool
 from coevolve_sdk.evolution.scheduler import EvolutionScheduler
 from coevolve_sdk.storage.store import RunStore
 from coevolve_sdk.evolution.teacher import RandomExplorer
+from coevolve_sdk.records import Signal, Step, Task, Trajectory
 from coevolve_warehouse.env import WarehouseEnv
 
 
@@ -28,3 +29,14 @@ def random_scheduler(db: Path, *, steps: int, seed_tasks: int, **evolution: Any)
     sched = EvolutionScheduler.for_run(cfg, teacher, WarehouseEnv, store, pool, [], log=lambda m: None,
                                        on_admitted=lambda s, t: None, on_proposed=lambda s, c: None)
     return sched, store
+
+
+def boundary_signals(bases: list[Task]) -> tuple[list[Signal], dict[str, Trajectory]]:
+    """One boundary signal per base task (ids ``sig-0``, ``sig-1``, ...), each on a trajectory of
+    the task's own reference actions: the input of a hand-built evolution round."""
+    signals, trajs = [], {}
+    for i, base in enumerate(bases):
+        tr = Trajectory(task_id=base.id, steps=[Step(action=a, observation="") for a in base.reference_actions])
+        trajs[tr.id] = tr
+        signals.append(Signal(id=f"sig-{i}", kind="boundary", task_id=base.id, trajectory_id=tr.id, step=1))
+    return signals, trajs

@@ -17,10 +17,11 @@ from coevolve_sdk.evolution.rounds import Evolver
 from coevolve_sdk.evolution.teacher import RandomExplorer
 from coevolve_sdk.evolution.validation import Validator
 from coevolve_sdk.evolution.variation import vary_composed
-from coevolve_sdk.records import ExplorationContext, Signal, Step, Trajectory
+from coevolve_sdk.records import Signal, Step, Trajectory
 from coevolve_sdk.storage.store import RunStore
 from coevolve_warehouse import world
 from coevolve_warehouse.env import WarehouseEnv
+from tests.warehouse.scheduler_kit import boundary_signals
 
 
 @pytest.fixture(scope="module")
@@ -101,11 +102,7 @@ def test_a_round_hands_each_signal_the_other_signalled_tasks(tmp_path: Path, env
         teacher = Recording(Recording.Options(rounds=2, steps_per_round=4, max_actions=4, max_candidates=2,
                                               variation=1.0, variation_alone=True, compose=0.5))
         evolver = Evolver(teacher, Validator(), WarehouseEnv, store, workers=workers, max_signals_per_kind=None, seed=7)
-        signals, trajs = [], {}
-        for i, base in enumerate(bases):
-            tr = Trajectory(task_id=base.id, steps=[Step(action=a, observation="") for a in base.reference_actions])
-            trajs[tr.id] = tr
-            signals.append(Signal(id=f"sig-{i}", kind="boundary", task_id=base.id, trajectory_id=tr.id, step=1))
+        signals, trajs = boundary_signals(bases)
         res = evolver.run_round(1, 1, signals, trajs, {b.id: b for b in bases}, set())
         con = sqlite3.connect(tmp_path / f"w{workers}.sqlite")
         try:

@@ -17,10 +17,10 @@ from coevolve_sdk.evolution.rounds import Evolver
 from coevolve_sdk.run.loop import CoEvolveLoop
 from coevolve_sdk.storage.store import RunStore
 from coevolve_sdk.evolution.teacher import RandomExplorer
-from coevolve_sdk.records import Signal, Step, Trajectory
 from coevolve_sdk.evolution.validation import Validator
 from coevolve_warehouse.env import WarehouseEnv
 from tests.core.test_loop_cli import TOY
+from tests.warehouse.scheduler_kit import boundary_signals
 
 
 class SameProposalsSlowFirst(RandomExplorer):
@@ -46,11 +46,7 @@ def _round(tmp_path: Path, workers: int) -> list[tuple[str, str, str | None]]:
     store = RunStore(tmp_path / f"w{workers}.sqlite")
     teacher = SameProposalsSlowFirst(SameProposalsSlowFirst.Options(rounds=2, steps_per_round=3, max_actions=3, max_candidates=2))
     evolver = Evolver(teacher, Validator(), WarehouseEnv, store, workers=workers, max_signals_per_kind=None, seed=4)
-    signals, trajs = [], {}
-    for i, base in enumerate(bases):
-        tr = Trajectory(task_id=base.id, steps=[Step(action=a, observation="") for a in base.reference_actions])
-        trajs[tr.id] = tr
-        signals.append(Signal(id=f"sig-{i}", kind="boundary", task_id=base.id, trajectory_id=tr.id, step=1))
+    signals, trajs = boundary_signals(bases)
     teacher.order = [s.id for s in signals]
     res = evolver.run_round(1, 1, signals, trajs, {b.id: b for b in bases}, set())
     assert res.accepted, res.summary()
