@@ -66,6 +66,26 @@ def overlay_env(root: Path) -> dict[str, str]:
     return env
 
 
+def run_bounded(cmd: list[str], *, timeout: float, **kwargs: object) -> subprocess.CompletedProcess[str]:
+    """``subprocess.run(cmd, capture_output=True, text=True)`` in a session of its own, so that a
+    timeout stops what the command started too: a block ``bash -c "coevolve run ..."`` that
+    times out would otherwise leave its ``coevolve run`` training on the cores the rest of the
+    suite needs (subprocess.run kills only the bash)."""
+    import signal
+
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True, **kwargs)  # type: ignore[call-overload]
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        out, err = proc.communicate()
+        raise subprocess.TimeoutExpired(cmd, timeout, output=out, stderr=err) from None
+    return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
+
+
 def run_page(page: Path, work: Path, timeout: int = 900) -> list[str]:
     work.mkdir(parents=True, exist_ok=True)
     env = overlay_env(work)
@@ -83,7 +103,7 @@ def run_page(page: Path, work: Path, timeout: int = 900) -> list[str]:
             cmd = [str(py), "-c", textwrap.dedent(b.body)]
         else:
             cmd = ["bash", "-e", "-o", "pipefail", "-c", b.body]
-        r = subprocess.run(cmd, cwd=work, env=env, capture_output=True, text=True, timeout=timeout)
+        r = run_bounded(cmd, cwd=work, env=env, timeout=timeout)
         if r.returncode != 0:
             raise AssertionError(f"{page.name}: block {i} ({b.lang}) failed with {r.returncode}:\n{b.body}\n--- stdout\n{r.stdout[-3000:]}\n--- stderr\n{r.stderr[-3000:]}")
         outputs.append(r.stdout)

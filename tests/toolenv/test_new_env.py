@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import ast
-import subprocess
 from pathlib import Path
 
 import pytest
 
 from coevolve_sdk.authoring.scaffold import ScaffoldError, new_env, plugin_names
-from tests.docs.runner import overlay_env
+from tests.docs.runner import overlay_env, run_bounded
 
 
 def test_names_derived_from_the_environment_name() -> None:
@@ -41,7 +40,7 @@ def test_new_env_installs_passes_its_test_and_trains(tmp_path: Path) -> None:
     (vbin / "pytest").chmod(0o755)
 
     def sh(cmd: str, cwd: Path = tmp_path, timeout: int = 900) -> str:
-        r = subprocess.run(["bash", "-e", "-o", "pipefail", "-c", cmd], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+        r = run_bounded(["bash", "-e", "-o", "pipefail", "-c", cmd], cwd=cwd, env=env, timeout=timeout)
         assert r.returncode == 0, f"{cmd} failed ({r.returncode}):\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}"
         return r.stdout
 
