@@ -55,6 +55,8 @@ class RunData:
     trained_on_admitted: int = 0
     #: candidates validation rejected for asking an evaluation task's request
     rejected_eval_requests: int = 0
+    #: what each start of the run ran on (coevolve_sdk.storage.machine; empty for runs written before it)
+    machines: list[dict[str, Any]] = field(default_factory=list)
 
 
 def read_run(run_dir: Path) -> RunData:
@@ -76,6 +78,7 @@ def read_run(run_dir: Path) -> RunData:
         use = store.admitted_task_use()
         leaks = sum(int((r.get("rejection_reasons") or {}).get(EVAL_REQUEST_REASON, 0)) for r in raw)
         return RunData(str(store.get_meta("status", "starting")), store.evals(), rounds, store.signal_counts(),
-                       store.pool_growth(), len(store.steps_done()), use["admitted"], use["trained_on"], leaks)
+                       store.pool_growth(), len(store.steps_done()), use["admitted"], use["trained_on"], leaks,
+                       list(store.get_meta("machines") or []))
     finally:
         store.close()

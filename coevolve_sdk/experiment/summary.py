@@ -23,6 +23,7 @@ from coevolve_sdk.errors import CoEvolveError
 from coevolve_sdk.evolution.rounds import PROBE_COUNTS
 from coevolve_sdk.experiment.runs import RunData, read_run
 from coevolve_sdk.experiment.stats import describe, paired_difference
+from coevolve_sdk.storage.machine import machine_label
 
 __all__ = ["summarize", "aggregate", "load_plan", "other_metric"]
 
@@ -128,6 +129,7 @@ def aggregate(out: Path, plan: dict[str, Any]) -> tuple[dict[str, Any], dict[str
     seeds = [str(s) for s in plan["seeds"]]
     summary: dict[str, Any] = {}
     statuses: dict[str, str] = {}
+    machines: dict[str, dict[str, Any]] = {}
     for arm in plan["arms"]:
         name = arm["name"]
         runs: dict[str, RunData] = {}
@@ -136,6 +138,7 @@ def aggregate(out: Path, plan: dict[str, Any]) -> tuple[dict[str, Any], dict[str
         for s in seeds:
             data = read_run(out / "runs" / name / f"seed-{s}")
             statuses[f"{name}/seed-{s}"] = data.status or "not started"
+            _add_machines(machines, f"{name}/seed-{s}", data)
             if data.status == "finished":
                 runs[s] = data
             v = _metric(data, arm["metric_phase"], split, key)
@@ -182,8 +185,24 @@ def aggregate(out: Path, plan: dict[str, Any]) -> tuple[dict[str, Any], dict[str
         "metric": plan["metric"], "split": split, "baseline": baseline, "comparisons": plan.get("comparisons") or [],
         "seeds": plan["seeds"], "source": plan["source"],
         "description": plan.get("description", ""), "checks": plan["checks"], "runs": statuses,
+        "machines": list(machines.values()),
     }
     return summary, info
+
+
+def _add_machines(machines: dict[str, dict[str, Any]], run: str, data: RunData) -> None:
+    """Group the runs by what they ran on (every start of a run counts: a run resumed elsewhere is
+    listed under both machines). Runs recorded before machines were stored are listed as unknown."""
+    if data.status is None:
+        return
+    starts = data.machines or [{}]
+    for facts in starts:
+        what = {k: v for k, v in facts.items() if k not in ("step", "started")}
+        key = json.dumps(what, sort_keys=True)
+        entry = machines.setdefault(key, {"label": machine_label(what) if what else "not recorded (a run written before "
+                                          "coevolve-sdk recorded machines)", "facts": what, "runs": []})
+        if run not in entry["runs"]:
+            entry["runs"].append(run)
 
 
 def _f(x: Any, digits: int = 3) -> str:
@@ -324,12 +343,25 @@ def _markdown(summary: dict[str, Any], info: dict[str, Any], plan: dict[str, Any
 
         lines.append(f"| {arm['name']} | {_f(a['mean_admitted_tasks'], 1)} | {_f(a['mean_trained_on_admitted'], 1)} | "
                      + " | ".join(cell(str(s)) for s in plan["seeds"]) + " |")
+    lines += ["", "## Machines", ""] + _md_machines(info.get("machines") or [])
     missing = [f"{r} ({st})" for r, st in info["runs"].items() if st != "finished"]
     if missing:
         lines += ["", f"## Runs not finished ({len(missing)})", "", ", ".join(missing) + ". They are left out of every number above."]
     lines += ["", "Plots and tables: `experiment.html`. Each run: `coevolve report`, `coevolve signals`, `coevolve pool list` on its "
               "folder under `runs/<arm>/seed-<seed>/`."]
     return "\n".join(lines) + "\n"
+
+
+def _md_machines(machines: list[dict[str, Any]]) -> list[str]:
+    if not machines:
+        return ["No run has started yet."]
+    if len(machines) == 1:
+        m = machines[0]
+        return [f"Every run ({len(m['runs'])}) ran on one machine: {m['label']}."]
+    return [f"The runs ran on {len(machines)} different machines, package sets or thread counts (`summary-info.json`, "
+            "`machines`). A seed repeats its numbers exactly only on the same kind of CPU with the same packages and threads: "
+            "the arms stay comparable over many seeds, but a seed's digits are the machine's as much as the seed's.", ""] + [
+        f"- {m['label']}: {len(m['runs'])} runs" + (f" ({', '.join(m['runs'][:6])}{', ...' if len(m['runs']) > 6 else ''})") for m in machines]
 
 
 def _write(path: Path, text: str) -> None:

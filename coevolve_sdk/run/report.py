@@ -191,11 +191,16 @@ def write_report(run_dir: str | Path) -> Path:
         revisions = "".join(f"<li>revision {r['revision']} at step {r['step']}{' (forced)' if r['forced'] else ''}: "
                             f"{e('; '.join(r['changes']))}</li>" for r in store.config_revisions())
         revisions_html = f"<h2>Configuration changes on resume</h2><ul>{revisions}</ul>" if revisions else ""
+        from coevolve_sdk.storage.machine import machine_label
+
+        ran_on = sorted({machine_label({k: v for k, v in m.items() if k not in ("step", "started")})
+                         for m in (store.get_meta("machines") or [])})
+        ran_on_html = f"<br>Ran on: {e('; '.join(ran_on))}." if ran_on else ""
         body = f"""<h1>CoEvolve run: {e(run_dir.name)}</h1>
 <p>Environment <b>{e(str((cfg.get('environment') or {}).get('name', '?')))}</b>, policy <b>{e(str((cfg.get('policy') or {}).get('name', '?')))}</b>,
 algorithm <b>{e(str((cfg.get('algorithm') or {}).get('name', '?')))}</b>, teacher <b>{e(str((cfg.get('teacher') or {}).get('name', '?')))}</b>.
 Steps done: {len(steps_done)}. Status: {e(str(store.get_meta('status', 'unknown')))}.
-Pool: {e(json.dumps(store.task_counts()))}. Teacher: {total_calls} LLM calls, ${total_cost:.4f}{e(replayed)}.</p>
+Pool: {e(json.dumps(store.task_counts()))}. Teacher: {total_calls} LLM calls, ${total_cost:.4f}{e(replayed)}.{ran_on_html}</p>
 {notes_html}
 {revisions_html}
 <h2>Evaluation</h2>

@@ -28,6 +28,7 @@ import yaml
 
 from pydantic import BaseModel, ValidationError
 
+from coevolve_sdk.storage.machine import record_start
 from coevolve_sdk.storage.checkpoints import checkpoints_newest_first, newest_intact, read_state, set_aside
 from coevolve_sdk.components.base import KINDS
 from coevolve_sdk.config import RunConfig
@@ -142,6 +143,7 @@ class RunFolder:
         if not resume:
             store.set_meta("config", config)
             store.set_meta("status", "running")
+            record_start(store, 0)
             return Start(store)
         changes = check_resume_config(store.get_meta("config"), cfg, registry, allow=allow_config_change,
                                       source=str(self.path / "config.yaml"))
@@ -164,6 +166,7 @@ class RunFolder:
         if ckpt is None:  # stopped before its first checkpoint
             seed_seq = store.get_meta("seed_pool_seq")
             store.rollback(0, int(seed_seq or 0), 0, keep_seed_pool=seed_seq is not None)
+            record_start(store, 0)
             kept = len(store.load_tasks())
             log(f"{self.path} has no checkpoint yet: training starts again from step 0"
                 + (f" with the {kept} seed tasks already admitted" if kept else ""))
@@ -174,6 +177,7 @@ class RunFolder:
         if store.keep_steps is not None:  # a retention set or shortened on resume applies to the steps before it too
             store.prune_trajectories(int(state["step"]) - store.keep_steps)
         store.set_meta("resumed_from", int(state["step"]))
+        record_start(store, int(state["step"]))
         return Start(store, ckpt, state, revision=pending)
 
     def _choose_checkpoint(self, store: RunStore, log: Callable[[str], None]) -> Path | None:

@@ -200,6 +200,23 @@ def test_4_a_checkpoint_that_fails_to_load_falls_back_too(tmp_path: Path, sub_en
     assert rows(run / "run.sqlite", "SELECT value FROM meta WHERE key = 'resumed_from'") == [("2",)]
 
 
+def test_every_start_records_its_machine(tmp_path: Path, sub_env: dict[str, str]) -> None:
+    # a seed's numbers repeat only on the same kind of machine: each start, fresh or resumed, says which
+    cfg = write_config(tmp_path, **{"training.steps": 2})
+    run = tmp_path / "run"
+    assert cli(["run", str(cfg), "-q"], sub_env).returncode == 0
+    out = cli(["run", "--resume", str(run), "-q", "--set", "training.steps=3"], sub_env)
+    assert out.returncode == 0, out.stderr[-3000:]
+    starts = json.loads(rows(run / "run.sqlite", "SELECT value FROM meta WHERE key = 'machines'")[0][0])
+    assert [m["step"] for m in starts] == [0, 2]
+    import os
+    import platform
+
+    for m in starts:
+        assert m["cores"] == os.cpu_count() and m["python"] == platform.python_version() and m["started"]
+        assert m["packages"]["coevolve-sdk"] and "torch_cpu_kernels" not in m  # the toy run never imports torch
+
+
 def test_4_deleted_checkpoints_of_a_finished_run_delete_nothing(tmp_path: Path, sub_env: dict[str, str]) -> None:
     cfg = write_config(tmp_path, **{"training.steps": 3})
     run = tmp_path / "run"

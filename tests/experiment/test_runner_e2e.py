@@ -136,6 +136,12 @@ def test_interrupted_and_killed_experiment_resumes_and_summarises(tmp_path: Path
     assert list(summary) == ARMS
     info = json.loads((out / "summary-info.json").read_text())
     assert info["runs"] == {f"{a}/seed-{s}": "finished" for a in ARMS for s in SEEDS}
+    # what every run ran on (all on this machine): listed, each run under it
+    from coevolve_sdk.storage.machine import machine_facts
+
+    assert info["machines"] and all(m["facts"]["cpu"] == machine_facts()["cpu"] for m in info["machines"])
+    assert {r for m in info["machines"] for r in m["runs"]} == set(info["runs"])
+    assert "## Machines" in (out / "summary.md").read_text()
     for name in ("summary.csv", "summary.md", "experiment.html", "plots/final.svg", "plots/curves.svg"):
         assert (out / name).stat().st_size > 0, name
     # each run is an ordinary run folder: the existing commands read it

@@ -15,6 +15,7 @@ import yaml
 
 from coevolve_sdk.experiment.spec import load_experiment, plan_record
 from coevolve_sdk.experiment.summary import summarize
+from coevolve_sdk.storage.machine import machine_facts
 from coevolve_sdk.storage.store import RunStore
 from coevolve_sdk.records import Task, Trajectory
 from coevolve_sdk.evolution.validation import EVAL_REQUEST_REASON
@@ -42,6 +43,10 @@ def summarized(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict, di
     for arm, values in AFTER.items():
         for seed, value in enumerate(values):
             store = RunStore(exp.run_dir(arm, seed) / "run.sqlite")
+            if (arm, seed) != ("static", 0):  # that one as if written before runs recorded their machine
+                # this machine; the coevolve runs as if on a CPU whose torch kernels are AVX2
+                facts = machine_facts() | ({"torch_cpu_kernels": "AVX2"} if arm == "coevolve" else {})
+                store.set_meta("machines", [{"step": 0, "started": f"2026-12-07T0{seed}:00:00+00:00", **facts}])
             store.add_tasks([Task(env="kvstore", query=f"seed task {i}") for i in range(2)], step=0)
             if arm == "zero-shot":
                 store.record_eval(0, "before", "test", {"tasks": 16, "success_rate": value, "mean_score": value / 2 + 0.5})
@@ -89,6 +94,21 @@ def test_statistics_per_arm_and_paired(summarized: tuple[Path, dict, dict]) -> N
     on_disk = json.loads((experiment / "summary.json").read_text(), parse_constant=no_nan)
     assert list(on_disk) == list(AFTER) and all({"seeds", "mean", "ci95"} <= set(v) for v in on_disk.values())
     assert json.loads((experiment / "summary-info.json").read_text(), parse_constant=no_nan) == info
+
+
+def test_the_machines_the_runs_ran_on_are_listed(summarized: tuple[Path, dict, dict]) -> None:
+    """A seed repeats its numbers only on the same kind of CPU with the same packages: the summary
+    groups the runs by machine (start times aside) and says so when there is more than one."""
+    experiment, _, info = summarized
+    by_runs = {tuple(m["runs"]): m for m in info["machines"]}
+    here = by_runs[("zero-shot/seed-0", "zero-shot/seed-1", "zero-shot/seed-2", "static/seed-1", "static/seed-2")]
+    other = by_runs[("coevolve/seed-0", "coevolve/seed-1", "coevolve/seed-2")]  # the unfinished run ran somewhere too
+    unknown = by_runs[("static/seed-0",)]
+    assert here["facts"] == {k: v for k, v in machine_facts().items()} and other["facts"]["torch_cpu_kernels"] == "AVX2"
+    assert unknown["facts"] == {} and "not recorded" in unknown["label"]
+    md = (experiment / "summary.md").read_text()
+    assert "The runs ran on 3 different machines, package sets or thread counts" in md
+    assert f"- {here['label']}: 5 runs" in md and "torch kernels AVX2" in md
 
 
 def test_mean_score_beside_success_with_its_own_intervals(summarized: tuple[Path, dict, dict]) -> None:

@@ -30,9 +30,32 @@ def test_the_demo_evaluates_before_the_warm_start_before_rl_during_and_after(tmp
         con.close()
     assert evals == [("initial", 0, "test"), ("before", 0, "test"), ("during", 2, "test"), ("after", 4, "test")]
     assert "eval initial:" in proc.stdout and "eval after:" in proc.stdout
+    _records_its_machine(run)
     html = (run / "report.html").read_text()
-    assert "report/eval.svg" in html and "initial" in html
+    assert "report/eval.svg" in html and "initial" in html and "Ran on: " in html and "torch kernels" in html
     _compositions_read_the_run(tmp_path, run)
+
+
+def _records_its_machine(run: Path) -> None:
+    """The store says what the run ran on: the same seed gives other numbers under other CPU
+    kernels (examples/experiments/kernel_drift.py), so a result without its machine cannot be
+    checked."""
+    import json
+
+    import torch
+
+    con = sqlite3.connect(run / "run.sqlite")
+    try:
+        (raw,) = con.execute("SELECT value FROM meta WHERE key = 'machines'").fetchone()
+    finally:
+        con.close()
+    (start,) = json.loads(raw)
+    assert start["step"] == 0 and start["cores"] == os.cpu_count()
+    assert start["torch_cpu_kernels"] == torch.backends.cpu.get_cpu_capability() and start["torch_threads"] == 1  # OMP_NUM_THREADS=1
+    assert start["packages"]["torch"] == torch.__version__ and "coevolve-sdk" in start["packages"] and "coevolve-warehouse" in start["packages"]
+    cpuinfo = Path("/proc/cpuinfo")
+    if cpuinfo.exists():
+        assert start["cpu"] in cpuinfo.read_text()
 
 
 def _compositions_read_the_run(tmp_path: Path, run: Path) -> None:
