@@ -23,7 +23,7 @@ from coevolve_sdk.errors import CoEvolveError
 from coevolve_sdk.evolution.rounds import PROBE_COUNTS
 from coevolve_sdk.experiment.runs import RunData, read_run
 from coevolve_sdk.experiment.stats import describe, paired_difference
-from coevolve_sdk.storage.machine import machine_label
+from coevolve_sdk.storage.machine import NOT_MACHINE, machine_label
 
 __all__ = ["summarize", "aggregate", "load_plan", "other_metric"]
 
@@ -130,6 +130,7 @@ def aggregate(out: Path, plan: dict[str, Any]) -> tuple[dict[str, Any], dict[str
     summary: dict[str, Any] = {}
     statuses: dict[str, str] = {}
     machines: dict[str, dict[str, Any]] = {}
+    commits: dict[str, list[str]] = {}
     for arm in plan["arms"]:
         name = arm["name"]
         runs: dict[str, RunData] = {}
@@ -139,6 +140,7 @@ def aggregate(out: Path, plan: dict[str, Any]) -> tuple[dict[str, Any], dict[str
             data = read_run(out / "runs" / name / f"seed-{s}")
             statuses[f"{name}/seed-{s}"] = data.status or "not started"
             _add_machines(machines, f"{name}/seed-{s}", data)
+            _add_commit(commits, f"{name}/seed-{s}", data)
             if data.status == "finished":
                 runs[s] = data
             v = _metric(data, arm["metric_phase"], split, key)
@@ -186,8 +188,20 @@ def aggregate(out: Path, plan: dict[str, Any]) -> tuple[dict[str, Any], dict[str
         "seeds": plan["seeds"], "source": plan["source"],
         "description": plan.get("description", ""), "checks": plan["checks"], "runs": statuses,
         "machines": list(machines.values()),
+        "source_commits": commits,
     }
     return summary, info
+
+
+def _add_commit(commits: dict[str, list[str]], run: str, data: RunData) -> None:
+    """Which code each run's starts ran (the git commit of the checkout coevolve_sdk was imported
+    from): {commit: [arm/seed-s, ...]}, "unknown" for a start that did not record one."""
+    if data.status is None:
+        return
+    for facts in data.machines or [{}]:
+        runs = commits.setdefault(str(facts.get("source_commit") or "unknown"), [])
+        if run not in runs:
+            runs.append(run)
 
 
 def _add_machines(machines: dict[str, dict[str, Any]], run: str, data: RunData) -> None:
@@ -197,7 +211,7 @@ def _add_machines(machines: dict[str, dict[str, Any]], run: str, data: RunData) 
         return
     starts = data.machines or [{}]
     for facts in starts:
-        what = {k: v for k, v in facts.items() if k not in ("step", "started")}
+        what = {k: v for k, v in facts.items() if k not in NOT_MACHINE}
         key = json.dumps(what, sort_keys=True)
         entry = machines.setdefault(key, {"label": machine_label(what) if what else "not recorded (a run written before "
                                           "coevolve-sdk recorded machines)", "facts": what, "runs": []})
@@ -344,6 +358,10 @@ def _markdown(summary: dict[str, Any], info: dict[str, Any], plan: dict[str, Any
         lines.append(f"| {arm['name']} | {_f(a['mean_admitted_tasks'], 1)} | {_f(a['mean_trained_on_admitted'], 1)} | "
                      + " | ".join(cell(str(s)) for s in plan["seeds"]) + " |")
     lines += ["", "## Machines", ""] + _md_machines(info.get("machines") or [])
+    commits = info.get("source_commits") or {}
+    if commits:
+        lines += ["", "Code (the git commit of the checkout coevolve_sdk ran from; 'unknown': an installed package or a run "
+                      "that did not record it): " + "; ".join(f"`{c[:12]}` {len(r)} runs" for c, r in commits.items()) + "."]
     missing = [f"{r} ({st})" for r, st in info["runs"].items() if st != "finished"]
     if missing:
         lines += ["", f"## Runs not finished ({len(missing)})", "", ", ".join(missing) + ". They are left out of every number above."]

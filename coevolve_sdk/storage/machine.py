@@ -17,11 +17,13 @@ from __future__ import annotations
 import datetime as _dt
 import os
 import platform
+import re
 import sys
 from importlib import metadata
+from pathlib import Path
 from typing import Any
 
-__all__ = ["PACKAGES", "machine_facts", "machine_label", "record_start"]
+__all__ = ["PACKAGES", "machine_facts", "machine_label", "record_start", "source_commit"]
 
 #: The packages whose version decides a run's numbers (beside the coevolve distributions).
 PACKAGES = ("torch", "transformers", "tokenizers", "accelerate", "numpy")
@@ -52,6 +54,50 @@ def _packages() -> dict[str, str]:
     return dict(sorted(found.items()))
 
 
+_SHA = re.compile(r"[0-9a-f]{40}")
+
+
+def source_commit(package_dir: Path | None = None) -> str | None:
+    """The git commit checked out where ``coevolve_sdk`` was imported from, read from the
+    checkout's files (``.git/HEAD``, its ref, ``packed-refs``; a worktree's ``.git`` file is
+    followed): no git process is started. None for an installed wheel or anything unreadable.
+    Uncommitted edits are not seen: the commit says which code, not that it was clean."""
+    try:
+        root = (package_dir or Path(__file__).resolve().parents[1]).parent
+        dot = root / ".git"
+        if dot.is_file():
+            text = dot.read_text().strip()
+            if not text.startswith("gitdir:"):
+                return None
+            gitdir = (root / text[len("gitdir:"):].strip()).resolve()
+        elif dot.is_dir():
+            gitdir = dot
+        else:
+            return None
+        head = (gitdir / "HEAD").read_text().strip()
+        if _SHA.fullmatch(head):
+            return head
+        if not head.startswith("ref:"):
+            return None
+        ref = head[len("ref:"):].strip()
+        common = gitdir
+        if (gitdir / "commondir").is_file():
+            common = (gitdir / (gitdir / "commondir").read_text().strip()).resolve()
+        for base in (gitdir, common):
+            if (base / ref).is_file():
+                sha = (base / ref).read_text().strip()
+                return sha if _SHA.fullmatch(sha) else None
+        packed = common / "packed-refs"
+        if packed.is_file():
+            for line in packed.read_text().splitlines():
+                parts = line.split()
+                if len(parts) == 2 and parts[1] == ref and _SHA.fullmatch(parts[0]):
+                    return parts[0]
+    except OSError:
+        return None
+    return None
+
+
 def machine_facts() -> dict[str, Any]:
     """CPU model, cores, PyTorch's CPU kernel set and thread count, the GPU (if any), Python and
     the versions of the packages that decide the numbers. Only reads; never fails (a fact it
@@ -68,6 +114,9 @@ def machine_facts() -> dict[str, Any]:
         except Exception:
             pass
     facts["packages"] = _packages()
+    commit = source_commit()
+    if commit is not None:
+        facts["source_commit"] = commit
     return facts
 
 
@@ -83,6 +132,10 @@ def machine_label(facts: dict[str, Any]) -> str:
     pk = facts.get("packages") or {}
     parts += [f"{n} {pk[n]}" for n in ("torch", "transformers") if n in pk]
     return ", ".join(parts)
+
+
+#: Facts of a start that do not tell machines apart (when it started, which code it ran).
+NOT_MACHINE = ("step", "started", "source_commit")
 
 
 def record_start(store: Any, step: int) -> None:

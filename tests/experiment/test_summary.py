@@ -104,11 +104,19 @@ def test_the_machines_the_runs_ran_on_are_listed(summarized: tuple[Path, dict, d
     here = by_runs[("zero-shot/seed-0", "zero-shot/seed-1", "zero-shot/seed-2", "static/seed-1", "static/seed-2")]
     other = by_runs[("coevolve/seed-0", "coevolve/seed-1", "coevolve/seed-2")]  # the unfinished run ran somewhere too
     unknown = by_runs[("static/seed-0",)]
-    assert here["facts"] == {k: v for k, v in machine_facts().items()} and other["facts"]["torch_cpu_kernels"] == "AVX2"
+    assert here["facts"] == {k: v for k, v in machine_facts().items() if k != "source_commit"} and other["facts"]["torch_cpu_kernels"] == "AVX2"
     assert unknown["facts"] == {} and "not recorded" in unknown["label"]
     md = (experiment / "summary.md").read_text()
     assert "The runs ran on 3 different machines, package sets or thread counts" in md
     assert f"- {here['label']}: 5 runs" in md and "torch kernels AVX2" in md
+    # which code: the commit of this checkout (where one is recorded), grouped apart from the machines
+    assert "source_commit" not in here["facts"]
+    sha = machine_facts().get("source_commit")
+    if sha is None:  # the SDK installed as a package, not a checkout: nothing to read
+        assert list(info["source_commits"]) == ["unknown"]
+    else:
+        assert sorted(info["source_commits"][sha]) == sorted(set(info["runs"]) - {"static/seed-0"})
+        assert info["source_commits"]["unknown"] == ["static/seed-0"] and f"`{sha[:12]}` 8 runs" in md
 
 
 def test_mean_score_beside_success_with_its_own_intervals(summarized: tuple[Path, dict, dict]) -> None:

@@ -52,6 +52,9 @@ def _records_its_machine(run: Path) -> None:
     (start,) = json.loads(raw)
     assert start["step"] == 0 and start["cores"] == os.cpu_count()
     assert start["torch_cpu_kernels"] == torch.backends.cpu.get_cpu_capability() and start["torch_threads"] == 1  # OMP_NUM_THREADS=1
+    from coevolve_sdk.storage.machine import source_commit
+
+    assert start.get("source_commit") == source_commit()  # None (absent) when the SDK is not a git checkout
     assert start["packages"]["torch"] == torch.__version__ and "coevolve-sdk" in start["packages"] and "coevolve-warehouse" in start["packages"]
     cpuinfo = Path("/proc/cpuinfo")
     if cpuinfo.exists():
