@@ -103,6 +103,7 @@ _EXPORTS: dict[str, str] = {
     "CoEvolveLoop": "coevolve_sdk.run.loop",
     "evaluate_run": "coevolve_sdk.run.evaluation",
     "RunStore": "coevolve_sdk.storage.store",
+    "machine_facts": "coevolve_sdk.storage.machine",
 }
 
 __all__ = sorted([*_EXPORTS, "register_gym_envs", "__version__"])

@@ -99,9 +99,13 @@ def source_commit(package_dir: Path | None = None) -> str | None:
 
 
 def machine_facts() -> dict[str, Any]:
-    """CPU model, cores, PyTorch's CPU kernel set and thread count, the GPU (if any), Python and
-    the versions of the packages that decide the numbers. Only reads; never fails (a fact it
-    cannot find is left out; PyTorch's facts only when the process has imported it)."""
+    """CPU model, cores, PyTorch's CPU kernel set and thread count, the GPU (if any), Python,
+    the versions of the packages that decide the numbers and ``source_commit`` (the git commit of
+    the checkout ``coevolve_sdk`` runs from, when it runs from one). Only reads; never fails (a
+    fact it cannot find is left out; PyTorch's facts only when the process has imported it).
+
+    What a run records at each start; a plugin that caches a computation keys it on the facts
+    that decide its rounding (coevolve-grpo's warm-start cache takes the CPU model from here)."""
     facts: dict[str, Any] = {"cpu": _cpu_model(), "cores": os.cpu_count(), "system": f"{platform.system()} {platform.machine()}",
                              "python": platform.python_version()}
     torch = sys.modules.get("torch")  # only if the run uses it: importing it here would cost others seconds

@@ -146,7 +146,8 @@ API_SECTIONS: list[tuple[str, list[str]]] = [
     ("Signals, teachers and the task pool", ["coevolve_sdk.evolution.signals", "coevolve_sdk.evolution.teacher",
                                              "coevolve_sdk.evolution.validation", "coevolve_sdk.evolution.pool"]),
     ("Errors", ["coevolve_sdk.errors", "coevolve_sdk.components.blame", "coevolve_sdk.env.contract"]),
-    ("Running from Python", ["coevolve_sdk.config", "coevolve_sdk.run.loop", "coevolve_sdk.run.evaluation", "coevolve_sdk.storage.store"]),
+    ("Running from Python", ["coevolve_sdk.config", "coevolve_sdk.run.loop", "coevolve_sdk.run.evaluation", "coevolve_sdk.storage.store",
+                             "coevolve_sdk.storage.machine"]),
     ("The LiteLLM teacher (coevolve-litellm)", ["coevolve_litellm.teacher", "coevolve_litellm.client", "coevolve_litellm.options",
                                                 "coevolve_litellm.prompts", "coevolve_litellm.parsing"]),
 ]

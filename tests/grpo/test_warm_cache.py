@@ -44,3 +44,21 @@ def test_anything_that_changes_the_result_misses(tmp_path: Path, tiny_dir: Path)
     _, other_steps = _warm(tmp_path / "c", tiny_dir, cache, steps=7)
     assert "warm_start_cached" not in other_seed and "warm_start_cached" not in other_steps
     assert len([p for p in cache.iterdir() if p.is_dir()]) == 3
+
+
+def test_another_thread_count_misses(tmp_path: Path, tiny_dir: Path) -> None:
+    # two threads round differently from one: `make demo` (two threads) and an experiment's runs
+    # (one each) in the same folder must not share a warm start through the cache
+    cache = tmp_path / "cache"
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        _warm(tmp_path / "a", tiny_dir, cache)
+        torch.set_num_threads(2)
+        _, two = _warm(tmp_path / "b", tiny_dir, cache)
+        torch.set_num_threads(1)
+        _, one_again = _warm(tmp_path / "c", tiny_dir, cache)
+    finally:
+        torch.set_num_threads(before)
+    assert "warm_start_cached" not in two and one_again["warm_start_cached"] == 1.0
+    assert len([p for p in cache.iterdir() if p.is_dir()]) == 2

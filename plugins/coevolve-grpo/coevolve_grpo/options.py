@@ -67,7 +67,8 @@ class WarmStartOptions(BaseModel):
     )
     cache: str | None = Field(
         None, description="A folder where warm-started weights are kept, keyed by a digest of everything they depend on "
-        "(initial weights, tokenised examples, these settings, seed, torch version): runs that would compute the same "
+        "(initial weights, tokenised examples, these settings, seed, torch version, device, and on a CPU its model, torch's "
+        "kernel set and the thread count, which change the rounding): runs that would compute the same "
         "warm start (the arms of one seed in an experiment) compute it once. One-process runs only; None: no cache."
     )
 

@@ -5,7 +5,11 @@ the same warm-start settings, so their warm starts are bit-identical (the warm s
 batches from a generator seeded by the run seed alone and uses no other randomness). Computing
 it once per seed instead of once per arm saves most of a CPU experiment's time and changes no
 result. The key is a digest of everything the result depends on: the initial weights, the
-tokenised training examples, the warm-start settings, the seed and the torch version; a
+tokenised training examples, the warm-start settings, the seed, and the arithmetic: the torch
+version, the device, and on a CPU its model, PyTorch's kernel set and the thread count (other
+kernels or another thread count round differently, and a thousand updates later the weights are
+not the same: a cache copied from another machine, or filled by `make demo`'s two threads before
+an experiment's one-thread runs, must miss, not hand over another computation's result). A
 different anything is a different entry.
 
 Entries are data only (safetensors weights and a JSON of the warm start's metrics), written to a
@@ -24,14 +28,14 @@ import shutil
 from pathlib import Path
 from typing import Any, Iterator
 
-__all__ = ["warm_start_key", "cache_lock", "load_entry", "save_entry"]
+__all__ = ["warm_start_key", "arithmetic", "cache_lock", "load_entry", "save_entry"]
 
 
 def warm_start_key(module: Any, examples: list[tuple[list[int], list[int]]], settings: dict[str, Any], seed: int) -> str:
     import torch
 
     h = hashlib.sha256()
-    h.update(json.dumps({"settings": settings, "seed": seed, "torch": torch.__version__}, sort_keys=True).encode())
+    h.update(json.dumps({"settings": settings, "seed": seed, **arithmetic(module)}, sort_keys=True).encode())
     for name, tensor in sorted(module.state_dict().items()):
         h.update(name.encode())
         h.update(str(tensor.dtype).encode())
@@ -40,6 +44,24 @@ def warm_start_key(module: Any, examples: list[tuple[list[int], list[int]]], set
     for ids, mask in examples:
         h.update(json.dumps([ids, mask]).encode())
     return h.hexdigest()[:32]
+
+
+def arithmetic(module: Any) -> dict[str, Any]:
+    """What decides the rounding of a warm start besides its inputs: the torch version, the
+    device, and on a CPU the CPU's model, PyTorch's kernel set and the thread count."""
+    import torch
+
+    from coevolve_sdk import machine_facts
+
+    device = next(module.parameters()).device
+    out: dict[str, Any] = {"torch": torch.__version__, "device": device.type}
+    if device.type == "cpu":
+        facts = machine_facts()
+        out |= {"cpu": facts.get("cpu"), "cpu_kernels": str(torch.backends.cpu.get_cpu_capability()),
+                "threads": int(torch.get_num_threads())}
+    elif device.type == "cuda":
+        out["gpu"] = str(torch.cuda.get_device_name(device))
+    return out
 
 
 @contextlib.contextmanager
