@@ -23,7 +23,7 @@ from coevolve_sdk.errors import CoEvolveError
 from coevolve_sdk.evolution.rounds import PROBE_COUNTS
 from coevolve_sdk.experiment.runs import RunData, read_run
 from coevolve_sdk.experiment.stats import describe, paired_difference
-from coevolve_sdk.storage.machine import NOT_MACHINE, machine_label
+from coevolve_sdk.storage.machine import machine_label, machine_part
 
 __all__ = ["summarize", "aggregate", "load_plan", "other_metric"]
 
@@ -139,8 +139,7 @@ def aggregate(out: Path, plan: dict[str, Any]) -> tuple[dict[str, Any], dict[str
         for s in seeds:
             data = read_run(out / "runs" / name / f"seed-{s}")
             statuses[f"{name}/seed-{s}"] = data.status or "not started"
-            _add_machines(machines, f"{name}/seed-{s}", data)
-            _add_commit(commits, f"{name}/seed-{s}", data)
+            _add_starts(machines, commits, f"{name}/seed-{s}", data)
             if data.status == "finished":
                 runs[s] = data
             v = _metric(data, arm["metric_phase"], split, key)
@@ -193,30 +192,20 @@ def aggregate(out: Path, plan: dict[str, Any]) -> tuple[dict[str, Any], dict[str
     return summary, info
 
 
-def _add_commit(commits: dict[str, list[str]], run: str, data: RunData) -> None:
-    """Which code each run's starts ran (the git commit of the checkout coevolve_sdk was imported
-    from): {commit: [arm/seed-s, ...]}, "unknown" for a start that did not record one."""
+def _add_starts(machines: dict[str, dict[str, Any]], commits: dict[str, list[str]], run: str, data: RunData) -> None:
+    """Group the runs by what their starts ran on and by which code they ran (the git commit of
+    the checkout coevolve_sdk was imported from). Every start counts: a run resumed elsewhere is
+    listed under both. A run written before starts were recorded is listed as not recorded / "unknown"."""
     if data.status is None:
         return
-    for facts in data.machines or [{}]:
-        runs = commits.setdefault(str(facts.get("source_commit") or "unknown"), [])
-        if run not in runs:
-            runs.append(run)
-
-
-def _add_machines(machines: dict[str, dict[str, Any]], run: str, data: RunData) -> None:
-    """Group the runs by what they ran on (every start of a run counts: a run resumed elsewhere is
-    listed under both machines). Runs recorded before machines were stored are listed as unknown."""
-    if data.status is None:
-        return
-    starts = data.machines or [{}]
-    for facts in starts:
-        what = {k: v for k, v in facts.items() if k not in NOT_MACHINE}
-        key = json.dumps(what, sort_keys=True)
-        entry = machines.setdefault(key, {"label": machine_label(what) if what else "not recorded (a run written before "
-                                          "coevolve-sdk recorded machines)", "facts": what, "runs": []})
-        if run not in entry["runs"]:
-            entry["runs"].append(run)
+    for start in data.machines or [{}]:
+        what = machine_part(start)
+        entry = machines.setdefault(json.dumps(what, sort_keys=True), {
+            "label": machine_label(what) if what else "not recorded (a run written before coevolve-sdk recorded machines)",
+            "facts": what, "runs": []})
+        for runs in (entry["runs"], commits.setdefault(str(start.get("source_commit") or "unknown"), [])):
+            if run not in runs:
+                runs.append(run)
 
 
 def _f(x: Any, digits: int = 3) -> str:

@@ -191,10 +191,10 @@ def write_report(run_dir: str | Path) -> Path:
         revisions = "".join(f"<li>revision {r['revision']} at step {r['step']}{' (forced)' if r['forced'] else ''}: "
                             f"{e('; '.join(r['changes']))}</li>" for r in store.config_revisions())
         revisions_html = f"<h2>Configuration changes on resume</h2><ul>{revisions}</ul>" if revisions else ""
-        from coevolve_sdk.storage.machine import NOT_MACHINE, machine_label
+        from coevolve_sdk.storage.machine import machine_label, machine_part
 
         starts = store.get_meta("machines") or []
-        ran_on = sorted({machine_label({k: v for k, v in m.items() if k not in NOT_MACHINE}) for m in starts})
+        ran_on = sorted({machine_label(machine_part(m)) for m in starts})
         code = sorted({str(m["source_commit"])[:12] for m in starts if m.get("source_commit")})
         ran_on_html = (f"<br>Ran on: {e('; '.join(ran_on))}." if ran_on else "") + (f" Code: commit {e(', '.join(code))}." if code else "")
         body = f"""<h1>CoEvolve run: {e(run_dir.name)}</h1>

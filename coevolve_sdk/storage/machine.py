@@ -23,7 +23,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-__all__ = ["PACKAGES", "machine_facts", "machine_label", "record_start", "source_commit"]
+__all__ = ["PACKAGES", "NOT_MACHINE", "machine_facts", "machine_label", "machine_part", "record_start", "source_commit"]
 
 #: The packages whose version decides a run's numbers (beside the coevolve distributions).
 PACKAGES = ("torch", "transformers", "tokenizers", "accelerate", "numpy")
@@ -140,6 +140,11 @@ def machine_label(facts: dict[str, Any]) -> str:
 
 #: Facts of a start that do not tell machines apart (when it started, which code it ran).
 NOT_MACHINE = ("step", "started", "source_commit")
+
+
+def machine_part(start: dict[str, Any]) -> dict[str, Any]:
+    """A recorded start's facts without what does not tell machines apart (``NOT_MACHINE``)."""
+    return {k: v for k, v in start.items() if k not in NOT_MACHINE}
 
 
 def record_start(store: Any, step: int) -> None:

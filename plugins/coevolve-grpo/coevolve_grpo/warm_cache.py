@@ -48,7 +48,8 @@ def warm_start_key(module: Any, examples: list[tuple[list[int], list[int]]], set
 
 def arithmetic(module: Any) -> dict[str, Any]:
     """What decides the rounding of a warm start besides its inputs: the torch version, the
-    device, and on a CPU the CPU's model, PyTorch's kernel set and the thread count."""
+    device, and on a CPU the CPU's model, PyTorch's kernel set and the thread count (as a run
+    records them: ``coevolve_sdk.machine_facts``)."""
     import torch
 
     from coevolve_sdk import machine_facts
@@ -57,8 +58,7 @@ def arithmetic(module: Any) -> dict[str, Any]:
     out: dict[str, Any] = {"torch": torch.__version__, "device": device.type}
     if device.type == "cpu":
         facts = machine_facts()
-        out |= {"cpu": facts.get("cpu"), "cpu_kernels": str(torch.backends.cpu.get_cpu_capability()),
-                "threads": int(torch.get_num_threads())}
+        out |= {k: facts.get(k) for k in ("cpu", "torch_cpu_kernels", "torch_threads")}
     elif device.type == "cuda":
         out["gpu"] = str(torch.cuda.get_device_name(device))
     return out
