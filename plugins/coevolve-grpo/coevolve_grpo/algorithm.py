@@ -115,6 +115,8 @@ class GRPO(WarmStart, Checkpoints, Algorithm):
             self._snapshot_reference()
         self._uses_logits_to_keep = _accepts_logits_to_keep(policy.module)
         self._dirty = False  # weights changed on this process outside collectives
+        #: guide_failed_groups: each task's reference conversation (or None), built once
+        self._guides: dict[str, tuple[list[int], list[int], float] | None] = {}
 
     # ------------------------------------------------------------------ distribution
     @property
@@ -256,21 +258,29 @@ class GRPO(WarmStart, Checkpoints, Algorithm):
         out: list[list[_Seq]] = []
         equal = 0
         rewards: list[float] = []
+        guided = 0
         for gi, g in enumerate(groups):
-            scores = [float(t.score) for t in g.trajectories]
-            rewards.extend(scores)
-            adv = group_advantages(scores, scale=o.scale_advantages, eps=o.advantage_eps)
-            if len(scores) > 0 and max(scores) - min(scores) < 1e-12:
+            sampled = [float(t.score) for t in g.trajectories]
+            rewards.extend(sampled)
+            if len(sampled) > 0 and max(sampled) - min(sampled) < 1e-12:
                 equal += 1
-                if o.drop_equal_groups:
-                    continue
+            scores = list(sampled)
+            guide = self._guide(g) if o.guide_failed_groups and g.trajectories else None
+            if guide is not None:  # the reference takes the last sample's place: the group keeps its size
+                guided += 1
+                scores[-1] = guide[2]
+            adv = group_advantages(scores, scale=o.scale_advantages, eps=o.advantage_eps)
+            if o.drop_equal_groups and max(scores) - min(scores) < 1e-12:
+                continue
             seqs = []
-            for t, a in zip(g.trajectories, adv):
+            for t, a in zip(g.trajectories[:-1] if guide is not None else g.trajectories, adv):
                 if t.token_ids is None or t.loss_mask is None or t.logprobs is None:
                     raise ValueError(f"trajectory {t.id} of task {g.task.id} has no token_ids/loss_mask/logprobs; roll it out with a token-level policy")
                 if not (len(t.token_ids) == len(t.loss_mask) == len(t.logprobs)):
                     raise ValueError(f"trajectory {t.id}: token_ids, loss_mask and logprobs differ in length")
                 seqs.append(_Seq(list(t.token_ids), list(t.loss_mask), list(t.logprobs), a, gi))
+            if guide is not None:
+                seqs.append(self._guide_seq(guide, adv[-1], gi))
             out.append(seqs)
         n = len(rewards)
         stats = {
@@ -280,8 +290,47 @@ class GRPO(WarmStart, Checkpoints, Algorithm):
             "reward_sq_sum": sum(r * r for r in rewards),
             "trajectories": float(n),
             "success_sum": float(sum(1 for g in groups for t in g.trajectories if t.success)),
+            "guided_groups": float(guided),
         }
         return out, stats
+
+    def _guide(self, group: RolloutGroup) -> tuple[list[int], list[int], float] | None:
+        """The reference conversation of ``group``'s task, ``(token_ids, loss_mask, score)``, if
+        no sample of the group succeeded and replaying the reference actions does; else None.
+
+        Built as the warm start builds its examples (the same replay and tokenisation, so the
+        tokens are the ones a rollout would produce for those actions) and kept per task: a
+        task's reference and its replay never change during a run."""
+        if any(t.success for t in group.trajectories) or not group.task.reference_actions:
+            return None
+        cache = self._guides
+        key = group.task.id
+        if key not in cache:
+            found = None
+            examples = self.warm_start_examples([group.task])
+            if examples:
+                env = self.context.new_env()
+                try:
+                    result = env.replay(group.task, list(group.task.reference_actions))
+                finally:
+                    try:
+                        env.close()
+                    except Exception:
+                        pass
+                if result.success:
+                    found = (examples[0][0], examples[0][1], float(result.score))
+            cache[key] = found
+        return cache[key]
+
+    def _guide_seq(self, guide: tuple[list[int], list[int], float], adv: float, group: int) -> _Seq:
+        """A reference conversation as a sequence of the update; its "old" log-probabilities are
+        the current policy's (it was not sampled), so its first importance ratio is 1."""
+        ids, mask, _ = guide
+        seq = _Seq(list(ids), list(mask), [], adv, group)
+        self._no_grad_logprobs(self.model, [seq], "cur")
+        seq.old = [float(x) for x in seq.cur]
+        seq.cur = None
+        return seq
 
     # ------------------------------------------------------------------ one optimiser step's loss
     def _backward_minibatch(self, groups: list[list[_Seq]], *, record_mismatch: bool) -> dict[str, float]:
@@ -436,8 +485,9 @@ class GRPO(WarmStart, Checkpoints, Algorithm):
         self.counters.step += 1
         self._refresh_full_copy()
         keys = ["tokens", "clipped_low", "clipped_high", "ratio_sum", "kl_sum", "mismatch_abs_sum", "mismatch_tokens", "loss", "pg", "kl"]
-        g = self._processes.sum([totals.get(k, 0.0) for k in keys] + [gstats[k] for k in ("groups", "equal_reward_groups", "reward_sum", "reward_sq_sum", "trajectories", "success_sum")])
-        s = dict(zip(keys + ["groups", "equal_reward_groups", "reward_sum", "reward_sq_sum", "trajectories", "success_sum"], g))
+        group_keys = ["groups", "equal_reward_groups", "reward_sum", "reward_sq_sum", "trajectories", "success_sum", "guided_groups"]
+        g = self._processes.sum([totals.get(k, 0.0) for k in keys] + [gstats[k] for k in group_keys])
+        s = dict(zip(keys + group_keys, g))
         tok = max(s["tokens"], 1.0)
         n = max(s["trajectories"], 1.0)
         mean_r = s["reward_sum"] / n
@@ -465,6 +515,8 @@ class GRPO(WarmStart, Checkpoints, Algorithm):
             "update_seconds": elapsed,
             "update_tokens_per_s": s["tokens"] / elapsed if elapsed > 0 else 0.0,
         }
+        if o.guide_failed_groups:
+            metrics["guided_groups"] = s["guided_groups"]
         if grad_norms:
             metrics["grad_norm"] = sum(grad_norms) / len(grad_norms)
         metrics["logprob_mismatch_max"] = float(totals.get("mismatch_max", 0.0))

@@ -104,6 +104,11 @@ class GRPOOptions(BaseModel):
         "recorded", description="pi_old: the rollout's recorded logprobs, or a no-grad forward before the update."
     )
     drop_equal_groups: bool = Field(False, description="Skip groups whose rewards are all equal (they carry no policy gradient).")
+    guide_failed_groups: bool = Field(
+        False, description="In a group where no sample succeeded, train on the task's reference actions in place of its last "
+        "sample, when replaying them succeeds: the group then has a success to move towards (a task the agent never solves "
+        "otherwise gives no gradient). Off-policy: its old log-probabilities are the policy's before the step.",
+    )
     cpu: bool = Field(False, description="Force Accelerate onto the CPU (also chosen when no GPU is present).")
     mixed_precision: Literal["no", "bf16", "fp16"] = "no"
     seed: int | None = Field(None, description="Seed of torch's RNG (sampling); default: the run seed. Offset by the process rank.")
