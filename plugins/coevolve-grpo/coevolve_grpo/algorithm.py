@@ -324,10 +324,12 @@ class GRPO(WarmStart, Checkpoints, Algorithm):
 
     def _guide_seq(self, guide: tuple[list[int], list[int], float], adv: float, group: int) -> _Seq:
         """A reference conversation as a sequence of the update; its "old" log-probabilities are
-        the current policy's (it was not sampled), so its first importance ratio is 1."""
+        the current policy's (it was not sampled), so its first importance ratio is 1. Computed
+        on the decoding module (the full weights, as a rollout would be), which needs no other
+        process: under FSDP a forward of the sharded model would wait for every process."""
         ids, mask, _ = guide
         seq = _Seq(list(ids), list(mask), [], adv, group)
-        self._no_grad_logprobs(self.model, [seq], "cur")
+        self._no_grad_logprobs(self.policy.module, [seq], "cur")
         seq.old = [float(x) for x in seq.cur]
         seq.cur = None
         return seq
