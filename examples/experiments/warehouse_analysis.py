@@ -61,6 +61,7 @@ def analyse_run(db: Path) -> dict[str, float]:
         tasks = {tid: (origin, json.loads(data)["query"]) for tid, origin, data in con.execute("SELECT id, origin, data FROM tasks")}
         rounds = [json.loads(d) for (d,) in con.execute("SELECT data FROM rounds ORDER BY round")]
         trajs = con.execute("SELECT step, task_id, success, score FROM trajectories WHERE phase = 'train'").fetchall()
+        algo = dict(con.execute("SELECT key, SUM(value) FROM metrics WHERE key IN ('algo/guided_groups', 'algo/groups') GROUP BY key"))
     finally:
         con.close()
     row: dict[str, float] = {"rounds": len(rounds)}
@@ -107,6 +108,9 @@ def analyse_run(db: Path) -> dict[str, float]:
     for admitted, name in ((False, "seed"), (True, "admitted")):
         if flat[admitted]:
             row[f"equal-reward groups on {name} tasks (share)"] = sum(flat[admitted]) / len(flat[admitted])
+    # algorithm.options.guide_failed_groups: the groups without a success that trained on the reference
+    if "algo/guided_groups" in algo and algo.get("algo/groups"):
+        row["groups trained on the reference (share)"] = algo["algo/guided_groups"] / algo["algo/groups"]
     return row
 
 
