@@ -104,6 +104,7 @@ _EXPORTS: dict[str, str] = {
     "evaluate_run": "coevolve_sdk.run.evaluation",
     "RunStore": "coevolve_sdk.storage.store",
     "machine_facts": "coevolve_sdk.storage.machine",
+    "paired_difference": "coevolve_sdk.experiment.stats",
 }
 
 __all__ = sorted([*_EXPORTS, "register_gym_envs", "__version__"])
@@ -137,6 +138,8 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; the runtime resolves lazil
     )
     from coevolve_sdk.run.evaluation import evaluate_run
     from coevolve_sdk.run.loop import CoEvolveLoop
+    from coevolve_sdk.experiment.stats import paired_difference
+    from coevolve_sdk.storage.machine import machine_facts
     from coevolve_sdk.storage.store import RunStore
     from coevolve_sdk.training.algorithm import (
         Algorithm, AlgorithmOptions, CheckpointError, CheckpointMismatch, find_policy_dir, policy_dir,

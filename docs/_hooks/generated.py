@@ -147,7 +147,7 @@ API_SECTIONS: list[tuple[str, list[str]]] = [
                                              "coevolve_sdk.evolution.validation", "coevolve_sdk.evolution.pool"]),
     ("Errors", ["coevolve_sdk.errors", "coevolve_sdk.components.blame", "coevolve_sdk.env.contract"]),
     ("Running from Python", ["coevolve_sdk.config", "coevolve_sdk.run.loop", "coevolve_sdk.run.evaluation", "coevolve_sdk.storage.store",
-                             "coevolve_sdk.storage.machine"]),
+                             "coevolve_sdk.storage.machine", "coevolve_sdk.experiment.stats"]),
     ("The LiteLLM teacher (coevolve-litellm)", ["coevolve_litellm.teacher", "coevolve_litellm.client", "coevolve_litellm.options",
                                                 "coevolve_litellm.prompts", "coevolve_litellm.parsing"]),
 ]

@@ -19,7 +19,7 @@ import json
 import sys
 from pathlib import Path
 
-from coevolve_sdk.experiment.stats import paired_difference
+from coevolve_sdk import paired_difference
 
 
 def _fail(message: str) -> None:
