@@ -100,3 +100,22 @@ def test_a_group_size_and_the_trained_sequences_stay_the_same(tmp_path, guide: b
         assert advantages[-1] > 0 and all(a < 0 for a in advantages[:-1])
     else:
         assert advantages == [0.0] * 4
+
+
+def test_a_trainer_restored_from_a_checkpoint_guides_like_the_one_that_never_stopped(tmp_path) -> None:
+    """The option keeps only derived data (each task's reference conversation, rebuilt on
+    demand) and draws no random number, so a resumed run takes the same guided steps as the run
+    that was never interrupted: same weights, bit for bit."""
+    task = PickToolEnv().target_task("press_blue")
+    _, policy, alg = _setup(tmp_path / "a", guide=True)
+    groups = _failed_group(policy, task)
+    alg.step(groups)
+    alg.save(tmp_path / "checkpoint")
+    uninterrupted = alg.step(groups)
+    _, policy_b, alg_b = _setup(tmp_path / "b", guide=True)
+    alg_b.load(tmp_path / "checkpoint")  # a fresh trainer: its cache of reference conversations is empty
+    assert not alg_b._guides
+    resumed = alg_b.step(groups)
+    assert resumed["guided_groups"] == uninterrupted["guided_groups"] == 1.0
+    assert resumed["loss"] == uninterrupted["loss"]
+    assert all(torch.equal(a, b) for a, b in zip(_weights(policy), _weights(policy_b)))

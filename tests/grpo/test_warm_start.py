@@ -71,6 +71,33 @@ def test_layouts_give_the_loss_and_gradient_of_each_conversation_alone(tmp_path,
     assert loss == pytest.approx(float(expect.detach()), abs=1e-5)
     for n, p in model.named_parameters():
         assert torch.allclose(got[n], p.grad, atol=1e-6, rtol=1e-4), n
+    # ... and the tiny model took the short way: the output layer on the scored rows only
+    assert alg._scored_rows_ok == {type(model): True}
+
+
+def test_a_model_whose_forward_changes_the_logits_keeps_the_full_forward(tmp_path, tiny_dir) -> None:
+    """The output layer on the scored rows alone is what the model's forward gives only when the
+    forward adds nothing after it; a model that scales its logits (as some architectures do) must
+    get the loss of its own forward, not of its decoder and output layer taken apart."""
+    ctx = make_context(tmp_path)
+    pol = tiny_policy(ctx, tiny_dir)
+    alg = GRPO(GRPOOptions(beta=0.0, cpu=True), ctx)
+    model = pol.model
+    plain = model.forward
+
+    def scaled(*args, **kwargs):
+        out = plain(*args, **kwargs)
+        out.logits = out.logits * 0.5
+        return out
+
+    model.forward = scaled
+    batch = _examples(len(pol.tokenizer), 6, seed=5)
+    model.zero_grad(set_to_none=True)
+    loss, _, _ = alg.sft_backward(model, batch)
+    assert alg._scored_rows_ok == {type(model): False}
+    model.zero_grad(set_to_none=True)
+    expect = _reference(model, batch)
+    assert loss == pytest.approx(float(expect.detach()), abs=1e-5)
 
 
 @given(

@@ -114,6 +114,8 @@ class GRPO(WarmStart, Checkpoints, Algorithm):
         if o.beta > 0:
             self._snapshot_reference()
         self._uses_logits_to_keep = _accepts_logits_to_keep(policy.module)
+        #: per model class: whether its output layer may run on the scored positions alone (_scored_rows)
+        self._scored_rows_ok: dict[type, bool] = {}
         self._dirty = False  # weights changed on this process outside collectives
         #: guide_failed_groups: each task's reference conversation (or None), built once
         self._guides: dict[str, tuple[list[int], list[int], float] | None] = {}
@@ -214,9 +216,13 @@ class GRPO(WarmStart, Checkpoints, Algorithm):
         dev = self.accelerator.device
         return ids.to(dev), attn.to(dev), mask.to(dev), max(1, min(first, width - 1))
 
-    def _logprobs(self, model: Any, ids: Any, attn: Any, first: int, positions: Any = None) -> Any:
+    def _logprobs(self, model: Any, ids: Any, attn: Any, first: int, positions: Any = None, mask: Any = None) -> Any:
         """``lp[:, t] = log p(ids[t] | ids[:t])`` for ``t >= first`` (zeros before), shape [B, L].
-        ``positions``: position ids of packed rows (restarting at each conversation)."""
+        ``positions``: position ids of packed rows (restarting at each conversation).
+
+        ``mask`` (the loss mask, [B, L]): only the positions it marks are needed; where the model
+        allows (see ``_scored_rows``), the output layer then runs on those positions alone and
+        every other position of ``lp`` is zero."""
         import torch
 
         from .losses import selective_logprobs
@@ -231,12 +237,60 @@ class GRPO(WarmStart, Checkpoints, Algorithm):
         extra: dict[str, Any] = {"use_cache": False}
         if positions is not None:
             extra["position_ids"] = positions
+        if mask is not None:
+            scored = self._scored_rows(model, ids, mask, extra)
+            if scored is not None:
+                rows, cols, lp_rows = scored
+                return torch.zeros(ids.shape, dtype=lp_rows.dtype, device=ids.device).index_put((rows, cols + 1), lp_rows)
         if self._uses_logits_to_keep and keep < width:
             logits = model(input_ids=ids, logits_to_keep=keep, **extra).logits
         else:
             logits = model(input_ids=ids, **extra).logits[:, first - 1 :, :]
         lp = selective_logprobs(logits[:, :-1, :], ids[:, first:])
         return torch.nn.functional.pad(lp, (first, 0))
+
+    def _scored_rows(self, model: Any, ids: Any, mask: Any, extra: dict[str, Any]) -> tuple[Any, Any, Any] | None:
+        """``(rows, cols, lp)``: the log-probability of each token that ``mask`` marks (token
+        ``cols + 1`` of row ``rows``), with the output layer applied to those positions only;
+        ``None`` where this model cannot do that.
+
+        Why: the output layer and its log-softmax over the vocabulary are a large share of a
+        small model's step, and in a tool-use conversation most tokens after the prompt are tool
+        results, which carry no loss. The decoder still runs over every token; only the scored
+        positions go through the output layer (about a third of them in the tutorial's world).
+        The values are those of the model's full forward, up to float rounding.
+
+        Used only in a single process (a DDP or FSDP model must be called through its own
+        forward), and only where the decoder and the output layer can be called apart and give
+        together what the model's forward gives: checked once per model class on a real batch,
+        so a model that scales or caps its logits in its forward keeps the full forward.
+        """
+        import torch
+
+        from .losses import selective_logprobs
+
+        if self._processes.world_size > 1:
+            return None
+        ok = self._scored_rows_ok.get(type(model))
+        if ok is False:
+            return None
+        decoder = getattr(model, "base_model", None)
+        head = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
+        if decoder is None or decoder is model or head is None:
+            self._scored_rows_ok[type(model)] = False
+            return None
+        rows, cols = torch.nonzero(mask[:, 1:] > 0, as_tuple=True)  # the logits at t - 1 predict token t
+        hidden = decoder(input_ids=ids, **extra).last_hidden_state
+        lp = selective_logprobs(head(hidden[rows, cols]), ids[rows, cols + 1])
+        if ok is None:
+            with torch.no_grad():
+                full = model(input_ids=ids, **extra).logits
+                ref = selective_logprobs(full[rows, cols], ids[rows, cols + 1])
+            ok = bool(torch.allclose(lp.detach().float(), ref.float(), rtol=1e-3, atol=1e-3))
+            self._scored_rows_ok[type(model)] = ok
+            if not ok:
+                return None
+        return rows, cols, lp
 
     def _no_grad_logprobs(self, model: Any, seqs: list[_Seq], attr: str) -> None:
         import torch
@@ -245,8 +299,8 @@ class GRPO(WarmStart, Checkpoints, Algorithm):
         with torch.no_grad():
             for i in range(0, len(seqs), mb):
                 chunk = seqs[i : i + mb]
-                ids, attn, _, first = self._batch(chunk)
-                lp = self._logprobs(model, ids, attn, first).float().cpu()
+                ids, attn, mask, first = self._batch(chunk)
+                lp = self._logprobs(model, ids, attn, first, mask=mask).float().cpu()
                 for r, s in enumerate(chunk):
                     setattr(s, attr, lp[r, : len(s.ids)])
 
@@ -380,8 +434,8 @@ class GRPO(WarmStart, Checkpoints, Algorithm):
                     out = self.model(input_ids=dummy).logits
                     acc.backward(out.sum() * 0.0)
                     continue
-                ids, attn, _, first = self._batch(chunk)
-                lp = self._logprobs(self.model, ids, attn, first)
+                ids, attn, mask, first = self._batch(chunk)
+                lp = self._logprobs(self.model, ids, attn, first, mask=mask)
                 width = ids.shape[1]
                 dev = ids.device
                 w = torch.zeros((len(chunk), width), device=dev)

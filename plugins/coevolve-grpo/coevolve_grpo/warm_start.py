@@ -18,6 +18,10 @@ from .packing import Example, micro_batches, sample_batches
 
 __all__ = ["WarmStart"]
 
+#: How the warm start's loss reaches the output layer (part of its cache key, with the stopping
+#: rule): "agent-rows" applies the output layer to the scored positions only.
+SFT_LOSS_ROWS = "agent-rows-v1"
+
 
 class WarmStart:
     """The warm-start methods of ``GRPO`` (they use its policy, model, optimiser and processes)."""
@@ -80,6 +84,7 @@ class WarmStart:
 
             root = Path(ws.cache)
             settings = ws.model_dump(exclude={"cache"})
+            settings["loss_rows"] = SFT_LOSS_ROWS  # how the loss is computed is code too: a new way is a new entry
             if ws.steps == "auto":
                 settings["auto_measure"] = AUTO_MEASURE  # the stopping rule is code: a new rule is a new entry
             key = warm_start_key(module, examples, settings, self.context.seed)
@@ -246,7 +251,7 @@ class WarmStart:
             positions = torch.tensor(mb.positions, dtype=torch.long, device=dev) if mb.positions is not None else None
             ids, mask = ids.to(dev), mask.to(dev)
             with self.accelerator.autocast():
-                lp = self._logprobs(module, ids, None, first, positions)
+                lp = self._logprobs(module, ids, None, first, positions, mask=mask)
             loss = -(lp * mask).sum() / max(n_tok, 1.0)
             loss.backward()
             loss_sum += float(loss.detach())
