@@ -91,6 +91,10 @@ def test_a_model_whose_forward_changes_the_logits_keeps_the_full_forward(tmp_pat
         return out
 
     model.forward = scaled
+    # a first batch with nothing to score decides nothing
+    silent = [(ids, [0] * len(mask)) for ids, mask in _examples(len(pol.tokenizer), 2, seed=4)]
+    alg.sft_backward(model, silent)
+    assert alg._scored_rows_ok == {}
     batch = _examples(len(pol.tokenizer), 6, seed=5)
     model.zero_grad(set_to_none=True)
     loss, _, _ = alg.sft_backward(model, batch)

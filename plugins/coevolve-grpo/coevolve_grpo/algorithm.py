@@ -260,8 +260,9 @@ class GRPO(WarmStart, Checkpoints, Algorithm):
         positions go through the output layer (about a third of them in the tutorial's world).
         The values are those of the model's full forward, up to float rounding.
 
-        Used only in a single process (a DDP or FSDP model must be called through its own
-        forward), and only where the decoder and the output layer can be called apart and give
+        Used only in a single process without mixed precision (a DDP or FSDP model must be
+        called through its own forward, and so must one whose forward accelerate wraps in
+        autocast), and only where the decoder and the output layer can be called apart and give
         together what the model's forward gives: checked once per model class on a real batch,
         so a model that scales or caps its logits in its forward keeps the full forward.
         """
@@ -269,7 +270,9 @@ class GRPO(WarmStart, Checkpoints, Algorithm):
 
         from .losses import selective_logprobs
 
-        if self._processes.world_size > 1:
+        if self._processes.world_size > 1 or self.accelerator.mixed_precision != "no":
+            # several processes: the wrapper's forward must run; mixed precision: accelerate turns
+            # autocast on inside the prepared model's forward, which the parts called apart would skip
             return None
         ok = self._scored_rows_ok.get(type(model))
         if ok is False:
@@ -280,9 +283,12 @@ class GRPO(WarmStart, Checkpoints, Algorithm):
             self._scored_rows_ok[type(model)] = False
             return None
         rows, cols = torch.nonzero(mask[:, 1:] > 0, as_tuple=True)  # the logits at t - 1 predict token t
-        hidden = decoder(input_ids=ids, **extra).last_hidden_state
+        hidden = getattr(decoder(input_ids=ids, **extra), "last_hidden_state", None)
+        if hidden is None:  # a decoder that does not return hidden states the usual way
+            self._scored_rows_ok[type(model)] = False
+            return None
         lp = selective_logprobs(head(hidden[rows, cols]), ids[rows, cols + 1])
-        if ok is None:
+        if ok is None and len(rows):  # nothing scored is nothing to compare: decide on a batch that has some
             with torch.no_grad():
                 full = model(input_ids=ids, **extra).logits
                 ref = selective_logprobs(full[rows, cols], ids[rows, cols + 1])
