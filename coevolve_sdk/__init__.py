@@ -105,6 +105,7 @@ _EXPORTS: dict[str, str] = {
     "RunStore": "coevolve_sdk.storage.store",
     "machine_facts": "coevolve_sdk.storage.machine",
     "paired_difference": "coevolve_sdk.experiment.stats",
+    "seeds_for_power": "coevolve_sdk.experiment.stats",
 }
 
 __all__ = sorted([*_EXPORTS, "register_gym_envs", "__version__"])
@@ -138,7 +139,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; the runtime resolves lazil
     )
     from coevolve_sdk.run.evaluation import evaluate_run
     from coevolve_sdk.run.loop import CoEvolveLoop
-    from coevolve_sdk.experiment.stats import paired_difference
+    from coevolve_sdk.experiment.stats import paired_difference, seeds_for_power
     from coevolve_sdk.storage.machine import machine_facts
     from coevolve_sdk.storage.store import RunStore
     from coevolve_sdk.training.algorithm import (

@@ -98,3 +98,25 @@ def paired_difference(arm: Mapping[str, float], baseline: Mapping[str, float]) -
     common = [s for s in arm if s in baseline]
     diffs = {s: float(arm[s]) - float(baseline[s]) for s in common}
     return {"seeds": diffs, **describe(list(diffs.values()))}
+
+
+def seeds_for_power(sd: float, effect: float, power: float = 0.8, confidence: float = 0.95, max_seeds: int = 10_000) -> int | None:
+    """How many seeds a paired comparison needs so that a true mean difference of ``effect``
+    gives a ``confidence`` interval above zero with probability ``power``, when the per-seed
+    differences have standard deviation ``sd`` (read from a previous experiment).
+
+    The usual approximation for a one-sample t-test: the smallest n with
+    ``sqrt(n) * effect / sd >= t(confidence, n-1) + t(power, n-1)`` (two-sided interval), at least
+    2. Why a function: an experiment is sized before it runs, and the size should come from the
+    numbers, not from arithmetic done by hand. None when ``effect`` is not positive or no n up to
+    ``max_seeds`` is enough."""
+    if effect <= 0 or sd < 0 or not 0 < power < 1 or not 0 < confidence < 1:
+        return None
+    if sd == 0:
+        return 2
+    for n in range(2, max_seeds + 1):
+        need = t_quantile(0.5 + confidence / 2.0, n - 1) + t_quantile(power, n - 1)
+        if math.sqrt(n) * effect / sd >= need:
+            return n
+    return None
+
