@@ -31,13 +31,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from benchlib import Figure, add_json_flag, write_json  # noqa: E402
 from grpo_common import tiny_setup  # noqa: E402,F401  (sets the offline environment variables)
 
-#: (label, layout, micro_batch_tokens); the first is the default, "one padded batch" is what
-#: the warm start did before it had layouts.
-VARIANTS: list[tuple[str, str, int]] = [
-    ("buckets (default, 2048 tokens)", "buckets", 2048),
-    ("one padded batch (before)", "buckets", 1 << 30),
-    ("buckets of 4096 tokens", "buckets", 4096),
-    ("packed rows of 4096 tokens", "packed", 4096),
+#: (label, layout, micro_batch_tokens, output layer on the scored positions only); the first is
+#: the default, "one padded batch" is what the warm start did before it had layouts, "full
+#: output layer" what it did before the output layer ran on the agent's tokens alone.
+VARIANTS: list[tuple[str, str, int, bool]] = [
+    ("buckets (default, 2048 tokens)", "buckets", 2048, True),
+    ("buckets, full output layer (before)", "buckets", 2048, False),
+    ("one padded batch (before)", "buckets", 1 << 30, True),
+    ("buckets of 4096 tokens", "buckets", 4096, True),
+    ("packed rows of 4096 tokens", "packed", 4096, True),
 ]
 
 
@@ -121,7 +123,7 @@ def main() -> None:
     print(f"{env_name}: tiny qwen3 hidden={desc['hidden']}, {len(examples)} conversations of {lengths[0]}-{lengths[-1]} tokens "
           f"(median {statistics.median(lengths):.0f}), batch {desc['batch_size']}, {args.steps} steps per segment, "
           f"{real} real tokens per segment, threads={args.threads}; set-up {t1 - t0:.0f} s, replaying the examples {prep:.1f} s")
-    for label, layout, tokens in VARIANTS:
+    for label, layout, tokens, _ in VARIANTS:
         padded = sum(len(mb.ids) * max(len(r) for r in mb.ids) for idx in batches
                      for mb in micro_batches([examples[i] for i in idx], layout, tokens))  # type: ignore[arg-type]
         calls = sum(len(micro_batches([examples[i] for i in idx], layout, tokens)) for idx in batches)  # type: ignore[arg-type]
@@ -129,11 +131,13 @@ def main() -> None:
 
     floor_opt = torch.optim.AdamW(module.parameters(), lr=desc["lr"])
     start = copy.deepcopy(module.state_dict())
-    times: dict[str, list[float]] = {label: [] for label, _, _ in VARIANTS}
+    times: dict[str, list[float]] = {label: [] for label, _, _, _ in VARIANTS}
     times["floor"] = []
     for _ in range(args.rounds):
-        for label, layout, tokens in VARIANTS:
+        for label, layout, tokens, short in VARIANTS:
             module.load_state_dict(start)
+            # the short way is decided per model class on first use: reset it, or switch it off
+            alg._scored_rows_ok = {} if short else {type(module): False}
             alg.options.warm_start = WarmStartOptions(steps=args.steps, lr=desc["lr"], batch_size=desc["batch_size"],
                                                       layout=layout, micro_batch_tokens=tokens)  # type: ignore[attr-defined]
             m = alg.warm_start(tasks)
@@ -146,7 +150,7 @@ def main() -> None:
     print(f"\n{'':<34}{'tok/s (best)':>14}{'tok/s (median)':>16}{'x floor (median of rounds)':>28}")
     print(f"{'floor: bare fwd+bwd+AdamW':<34}{real / floor_best:14.0f}{real / statistics.median(times['floor']):16.0f}")
     figures: list[Figure] = []
-    for i, (label, _, _) in enumerate(VARIANTS):
+    for i, (label, _, _, _) in enumerate(VARIANTS):
         ratios = [f / w for f, w in zip(times["floor"], times[label])]
         ratio = statistics.median(ratios)
         best = real / min(times[label])
