@@ -119,4 +119,3 @@ def seeds_for_power(sd: float, effect: float, power: float = 0.8, confidence: fl
         if math.sqrt(n) * effect / sd >= need:
             return n
     return None
-
