@@ -61,7 +61,7 @@ def _machines(folders: list[Path]) -> str:
     labels: list[str] = []
     for folder in folders:
         info = folder / "summary-info.json"
-        machines = json.loads(info.read_text()).get("machines") or [] if info.exists() else []
+        machines = (json.loads(info.read_text()).get("machines") or []) if info.exists() else []
         for m in machines:
             label = str(m.get("label", m)) if isinstance(m, dict) else str(m)
             if label not in labels:

@@ -121,6 +121,9 @@ def test_loss_and_gradient_match_a_per_token_loop(tmp_path, tiny_dir, loss_norm)
         assert torch.allclose(got[n], p.grad, atol=1e-5, rtol=1e-4), n
     # The batch really exercises both clip sides and padding.
     assert len({len(t.token_ids) for grp in groups for t in grp.trajectories}) > 3
+    # ... through the short way (the output layer on the agent's tokens only), for the trained
+    # model and for the KL reference alike
+    assert alg._scored_rows_ok == {type(model): True}
 
 
 def test_step_reports_equal_groups_clipping_and_zero_kl_at_start(tmp_path, tiny_dir):
