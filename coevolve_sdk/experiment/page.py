@@ -59,6 +59,15 @@ def write_page(out: Path, summary: dict[str, Any], info: dict[str, Any], plan: d
                   for s in plan["seeds"]) + "</tr>"
         for arm in plan["arms"])
     use_head = "<tr><th>arm</th><th>mean admitted</th><th>mean trained on</th>" + "".join(f"<th>seed {s}</th>" for s in plan["seeds"]) + "</tr>"
+    gain_rows = "".join(
+        f"<tr><td>{e(arm['name'])}</td><td>{g['n']}</td><td>{g['tasks']}</td><td>{_num(g['mean'])}</td><td>{_ci(g['ci95'])}</td>"
+        + "".join(f"<td>{_num(g['seeds'].get(str(s)))}</td>" for s in plan["seeds"]) + "</tr>"
+        for arm in plan["arms"] if (g := summary[arm["name"]].get("rl_gain")))
+    gain = "" if not gain_rows else (
+        "<h2>During RL</h2><p>Each training run's last evaluation minus its first one after the warm start, on the same tasks "
+        f"(<b>{e(plan['metric']['key'])}</b>): what training on the arm's pool added to the warm start.</p>"
+        '<table id="rl-gain"><tr><th>arm</th><th>n</th><th>tasks</th><th>mean gain</th><th>95% CI</th>'
+        + "".join(f"<th>seed {s}</th>" for s in plan["seeds"]) + f"</tr>{gain_rows}</table>")
     checks = plan["checks"]
     not_finished = [f"{r} ({st})" for r, st in info["runs"].items() if st != "finished"]
     body = f"""<h1>CoEvolve experiment: {e(Path(plan['source']).name)}</h1>
@@ -69,6 +78,7 @@ seeds {e(', '.join(map(str, plan['seeds'])))}; 95% intervals by Student's t over
 <h2>Result</h2>
 {_arms_table(plan, summary, "arms", preset=True)}
 {beside}
+{gain}
 <h2>Tasks admitted and trained on</h2>
 <p>Per finished run, from its store: tasks evolution admitted / of those, tasks at least one training step sampled.</p>
 <table id="tasks">{use_head}{use_rows}</table>

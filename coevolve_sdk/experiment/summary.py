@@ -71,6 +71,36 @@ def _curve(runs: dict[Any, RunData], split: str, key: str) -> dict[str, Any]:
             "seeds": per_seed}
 
 
+def _rl_gain(runs: dict[Any, RunData], split: str, key: str, metric_phase: str) -> dict[str, Any] | None:
+    """What RL itself added to the warm start: per seed, the metric at the run's last evaluation
+    minus its first evaluation after the warm start (step 0, phase 'before'), both on the same
+    tasks (with eval.subset, the first N: the curve's figures), then mean and 95% CI over seeds.
+
+    The arms' final scores compare arms; this separates the warm start from what followed it,
+    at no extra compute (every training run has both evaluations). ``None`` for an arm that does
+    not train (its metric is the 'before' evaluation) or has no finished seed with both."""
+    if metric_phase != "after":
+        return None
+    gains: dict[str, float] = {}
+    for seed, data in runs.items():
+        first = [e for e in data.evals if e["split"] == split and e["phase"] == "before" and int(e["step"]) == 0]
+        last = [e for e in data.evals if e["split"] == split and e["phase"] == "after"]
+        if not first or not last:
+            continue
+        a, b = first[-1], max(last, key=lambda e: e["step"])
+        n_first = a.get("tasks")
+        # the final evaluation's figure on the tasks the first one scored: its subset figure when
+        # it scored more tasks (eval.subset), else its own figure when both scored as many
+        k = f"subset_{key}" if b.get("subset_tasks") == n_first and isinstance(b.get(f"subset_{key}"), (int, float)) else key
+        if k == key and b.get("tasks") != n_first:
+            continue  # not the same tasks: no gain to report
+        if isinstance(a.get(key), (int, float)) and isinstance(b.get(k), (int, float)):
+            gains[str(seed)] = float(b[k]) - float(a[key])
+    if not gains:
+        return None
+    return {"seeds": gains, **describe(list(gains.values())), "tasks": n_first}
+
+
 def _mean(values: list[float]) -> float:
     return math.fsum(values) / len(values) if values else 0.0
 
@@ -165,10 +195,12 @@ def aggregate(out: Path, plan: dict[str, Any]) -> tuple[dict[str, Any], dict[str
             "missing": [s for s in seeds if s not in values],
             "preset": arm["preset"], "description": arm["description"], "metric_phase": arm["metric_phase"],
             "curve": _curve(runs, split, key),
+            "rl_gain": _rl_gain(runs, split, key, arm["metric_phase"]),
             "evolution": _evolution(runs, int(arm["steps"])),
         }
         if other:  # the same final evaluations' other score, same statistics
-            summary[name][other] = {"seeds": beside, **describe(list(beside.values()))}
+            summary[name][other] = {"seeds": beside, **describe(list(beside.values())),
+                                    "rl_gain": _rl_gain(runs, split, other, arm["metric_phase"])}
     if baseline is not None:
         for arm in plan["arms"]:
             if arm["name"] != baseline:
@@ -282,6 +314,21 @@ def _markdown(summary: dict[str, Any], info: dict[str, Any], plan: dict[str, Any
             if other:
                 q = summary[name][other]["paired_vs"][against]
                 row += f" {_f(q['mean'])} | {_ci(q['ci95'])} |"
+            lines.append(row)
+    gained = [a["name"] for a in plan["arms"] if summary[a["name"]].get("rl_gain")]
+    if gained:
+        key = plan["metric"]["key"]
+        lines += ["", "During RL: each training run's last evaluation minus its first one after the warm start (step 0), "
+                      "on the same tasks (with `eval.subset`, the first N), mean over seeds: what training on the arm's "
+                      "pool added to the warm start.", "",
+                  f"| arm | n | tasks | {key} gain | 95% CI | " + (f"{other} gain | 95% CI |" if other else ""),
+                  "|---|---|---|---|---|" + ("---|---|" if other else "")]
+        for name in gained:
+            g = summary[name]["rl_gain"]
+            row = f"| {name} | {g['n']} | {g['tasks']} | {_f(g['mean'])} | {_ci(g['ci95'])} |"
+            if other:
+                h = summary[name][other].get("rl_gain")
+                row += f" {_f(h['mean']) if h else '–'} | {_ci(h['ci95']) if h else '–'} |"
             lines.append(row)
     notes = [f"`{n}`: {summary[n]['note']}" for n in (a["name"] for a in plan["arms"]) if summary[n]["note"]]
     if notes:

@@ -221,3 +221,43 @@ def test_what_the_learnability_probe_cost_and_left_out_per_run(summarized: tuple
         {"probed": 2.5, "probe_rollouts": 10.0, "too_easy": 0.5, "too_hard": 1.0})
     assert s["static"]["evolution"]["probe_per_run"] is None
     assert "- coevolve: 2.5 tried, 10 rollouts; 0.5 always solved, 1.0 never solved" in (experiment / "summary.md").read_text()
+
+
+def test_what_rl_added_to_the_warm_start_per_arm(summarized: tuple[Path, dict, dict]) -> None:
+    """Issue 19 (2): an arm's final score mixes the warm start and RL; the summary gives each
+    training arm's gain from its first evaluation after the warm start to its last, on the same
+    tasks, with an interval over seeds (none for an arm that does not train)."""
+    experiment, s, _ = summarized
+    g = s["static"]["rl_gain"]  # 'before' 0.0 at step 0 in every training run, 'after' the AFTER values
+    assert g["seeds"] == pytest.approx({"0": 0.25, "1": 0.5, "2": 0.75}) and g["mean"] == pytest.approx(0.5) and g["tasks"] == 16
+    assert g["ci95"] == pytest.approx([0.5 - T2 * 0.25 / math.sqrt(3), 0.5 + T2 * 0.25 / math.sqrt(3)], abs=1e-5)
+    assert s["static"]["mean_score"]["rl_gain"]["seeds"] == pytest.approx({"0": 0.625, "1": 0.75, "2": 0.875})
+    assert s["coevolve"]["rl_gain"]["n"] == 2  # the running seed has no final evaluation
+    assert s["zero-shot"]["rl_gain"] is None and s["zero-shot"]["mean_score"]["rl_gain"] is None
+    md = (experiment / "summary.md").read_text()
+    assert "During RL" in md and "| static | 3 | 16 | 0.500 |" in md and "zero-shot | 3 | 16" not in md
+    page = (experiment / "experiment.html").read_text()
+    assert 'id="rl-gain"' in page and "<tr><td>static</td><td>3</td><td>16</td><td>0.500</td>" in page
+
+
+def test_rl_gain_compares_the_same_tasks_or_nothing(tmp_path: Path) -> None:
+    """With eval.subset the final evaluation scores the whole split and the first N tasks apart:
+    the gain takes the N-task figure (the tasks the first evaluation scored); a final row on other
+    tasks without that figure gives no gain rather than a difference between two task sets."""
+    doc = {"base": str(REPO / "examples" / "kvstore-tiny.yaml"), "seeds": [0, 1], "arms": [{"name": "static", "preset": "static"}]}
+    (tmp_path / "exp.yaml").write_text(yaml.safe_dump(doc))
+    exp = load_experiment(tmp_path / "exp.yaml", tmp_path / "out")
+    exp.out.mkdir(parents=True)
+    (exp.out / "experiment.json").write_text(json.dumps(plan_record(exp)))
+    for seed in (0, 1):
+        store = RunStore(exp.run_dir("static", seed) / "run.sqlite")
+        store.record_eval(0, "before", "test", {"tasks": 128, "success_rate": 0.4, "mean_score": 0.6})
+        final = {"tasks": 1024, "success_rate": 0.9, "mean_score": 0.95}
+        if seed == 0:
+            final |= {"subset_tasks": 128, "subset_success_rate": 0.5, "subset_mean_score": 0.75}
+        store.record_eval(8, "after", "test", final)
+        store.set_meta("status", "finished")
+        store.close()
+    s, _ = summarize(exp.out)
+    assert s["static"]["rl_gain"]["seeds"] == pytest.approx({"0": 0.1}) and s["static"]["rl_gain"]["tasks"] == 128
+    assert s["static"]["mean_score"]["rl_gain"]["seeds"] == pytest.approx({"0": 0.15})
