@@ -76,6 +76,8 @@ _EXPORTS: dict[str, str] = {
     "TaskPool": "coevolve_sdk.evolution.pool",
     "UniformSampler": "coevolve_sdk.evolution.pool",
     "SyntheticShareSampler": "coevolve_sdk.evolution.pool",
+    "FrontierSampler": "coevolve_sdk.evolution.pool",
+    "TaskSampler": "coevolve_sdk.evolution.pool",
     # records
     "CandidateTask": "coevolve_sdk.records",
     "ExplorationContext": "coevolve_sdk.records",
@@ -129,7 +131,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; the runtime resolves lazil
     from coevolve_sdk.components.blame import ComponentError
     from coevolve_sdk.env.contract import GraderError
     from coevolve_sdk.errors import BudgetExhausted, CoEvolveError, ConfigError
-    from coevolve_sdk.evolution.pool import SyntheticShareSampler, TaskPool, UniformSampler
+    from coevolve_sdk.evolution.pool import FrontierSampler, SyntheticShareSampler, TaskPool, TaskSampler, UniformSampler
     from coevolve_sdk.evolution.signals import CompetenceHistory, SignalDetector
     from coevolve_sdk.evolution.teacher import RandomExplorer, Teacher, TeacherOptions, record_usage, usage_meter
     from coevolve_sdk.evolution.validation import EVAL_REQUEST_REASON, Validator

@@ -19,6 +19,6 @@ def register_teachers() -> list[type]:
 
 @hookimpl
 def register_task_samplers() -> list[type]:
-    from coevolve_sdk.evolution.pool import SyntheticShareSampler, UniformSampler
+    from coevolve_sdk.evolution.pool import FrontierSampler, SyntheticShareSampler, UniformSampler
 
-    return [UniformSampler, SyntheticShareSampler]
+    return [UniformSampler, SyntheticShareSampler, FrontierSampler]

@@ -32,7 +32,7 @@ from coevolve_sdk.config import RunConfig, validate_components
 from coevolve_sdk.config.plugins import load_run_plugins
 from coevolve_sdk.errors import ResumeError
 from coevolve_sdk.evolution.judge import judge_step
-from coevolve_sdk.evolution.pool import TaskPool
+from coevolve_sdk.evolution.pool import TaskPool, attach_sampler
 from coevolve_sdk.evolution.scheduler import EvolutionScheduler
 from coevolve_sdk.evolution.seed_pool import build_seed_pool, warm_start_tasks
 from coevolve_sdk.evolution.signals import CompetenceHistory
@@ -89,8 +89,8 @@ class CoEvolveLoop:
             self.lock.release()
         self.detectors = [reg.get("detector", d.name)(p[f"detectors.{i}"], self.context) for i, d in enumerate(cfg.detectors)]
         self.teacher = reg.get("teacher", cfg.teacher.name)(p["teacher"], self.context)
-        self.sampler = reg.get("sampler", cfg.pool.sampler.name)(p["pool.sampler"], self.context)
-        self.history = CompetenceHistory()
+        self.history = CompetenceHistory()  # the checkpoint restores into this object; the sampler reads it
+        self.sampler = attach_sampler(reg.get("sampler", cfg.pool.sampler.name)(p["pool.sampler"], self.context), self.history)
         self.rng = np.random.default_rng(cfg.seed)
         self.envs = EnvPool(self.make_env)
         self.evaluator = Evaluator(self.policy, self.envs, self.make_env, cfg.rollout, progress=self._work, log=self.progress.log)
