@@ -82,6 +82,7 @@ def _rl_gain(runs: dict[Any, RunData], split: str, key: str, metric_phase: str) 
     if metric_phase != "after":
         return None
     gains: dict[str, float] = {}
+    counted: set[Any] = set()
     for seed, data in runs.items():
         first = [e for e in data.evals if e["split"] == split and e["phase"] == "before" and int(e["step"]) == 0]
         last = [e for e in data.evals if e["split"] == split and e["phase"] == "after"]
@@ -96,9 +97,12 @@ def _rl_gain(runs: dict[Any, RunData], split: str, key: str, metric_phase: str) 
             continue  # not the same tasks: no gain to report
         if isinstance(a.get(key), (int, float)) and isinstance(b.get(k), (int, float)):
             gains[str(seed)] = float(b[k]) - float(a[key])
+            counted.add(n_first)
     if not gains:
         return None
-    return {"seeds": gains, **describe(list(gains.values())), "tasks": n_first}
+    # how many tasks both evaluations scored (one number when every seed evaluated alike)
+    tasks = counted.pop() if len(counted) == 1 else sorted(counted)
+    return {"seeds": gains, **describe(list(gains.values())), "tasks": tasks}
 
 
 def _mean(values: list[float]) -> float:

@@ -251,7 +251,7 @@ def test_rl_gain_compares_the_same_tasks_or_nothing(tmp_path: Path) -> None:
     (exp.out / "experiment.json").write_text(json.dumps(plan_record(exp)))
     for seed in (0, 1):
         store = RunStore(exp.run_dir("static", seed) / "run.sqlite")
-        store.record_eval(0, "before", "test", {"tasks": 128, "success_rate": 0.4, "mean_score": 0.6})
+        store.record_eval(0, "before", "test", {"tasks": 128 if seed == 0 else 100, "success_rate": 0.4, "mean_score": 0.6})
         final = {"tasks": 1024, "success_rate": 0.9, "mean_score": 0.95}
         if seed == 0:
             final |= {"subset_tasks": 128, "subset_success_rate": 0.5, "subset_mean_score": 0.75}
